@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Regenerates deepcopy, clientset, listers, informers and CRD YAML.
+# Usage: hack/update-codegen.sh [output-root]   (default: the repo itself)
+# hack/verify-codegen.sh runs it into a scratch copy and diffs.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$root}
+bin=$root/bin
+mod=github.com/phalanx-sched/phalanx
+header=$root/hack/boilerplate.go.txt
+
+"$root/hack/build-tools.sh"
+
+cd "$out"
+rm -rf pkg/generated manifests/crds/*.yaml
+"$bin/deepcopy-gen" --go-header-file "$header" --output-file zz_generated.deepcopy.go ./apis/scheduling/v1alpha1
+"$bin/client-gen" --go-header-file "$header" --clientset-name versioned \
+  --input-base "$mod/apis" --input scheduling/v1alpha1 \
+  --output-pkg "$mod/pkg/generated/clientset" --output-dir pkg/generated/clientset
+"$bin/lister-gen" --go-header-file "$header" \
+  --output-pkg "$mod/pkg/generated/listers" --output-dir pkg/generated/listers ./apis/scheduling/v1alpha1
+"$bin/informer-gen" --go-header-file "$header" \
+  --versioned-clientset-package "$mod/pkg/generated/clientset/versioned" \
+  --listers-package "$mod/pkg/generated/listers" \
+  --output-pkg "$mod/pkg/generated/informers" --output-dir pkg/generated/informers ./apis/scheduling/v1alpha1
+"$bin/controller-gen" crd:crdVersions=v1,maxDescLen=400 paths=./apis/... output:crd:artifacts:config=manifests/crds
