@@ -31,6 +31,8 @@ func startEtcd(dir string) (*embed.Etcd, string, error) {
 	cfg.AdvertisePeerUrls = []url.URL{*peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.LogLevel = "error"
+	// etcd logs its own shutdown as errors; keep that out of the terminal.
+	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
 	cfg.UnsafeNoFsync = true
 	cfg.QuotaBackendBytes = 8 << 30
 

@@ -1,0 +1,22 @@
+// Command phalanx-scheduler is kube-scheduler with the Phalanx plugins
+// compiled in. It takes every kube-scheduler flag; enable the plugins in the
+// --config profile (see config/).
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+	"github.com/phalanx-sched/phalanx/pkg/plugins"
+)
+
+func main() {
+	command := app.NewSchedulerCommand(plugins.Registry()...)
+	command.Use = "phalanx-scheduler"
+	os.Exit(cli.Run(command))
+}

@@ -1,0 +1,14 @@
+// Package plugins holds the Phalanx scheduler-framework plugins, one package
+// each, and the registry that compiles them into kube-scheduler.
+package plugins
+
+import (
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+// Registry lists the out-of-tree plugins of the Phalanx scheduler. Both
+// cmd/phalanx-scheduler and the sandbox use it, so tests exercise exactly the
+// binary's code path.
+func Registry() []app.Option {
+	return []app.Option{}
+}

@@ -1,0 +1,109 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// nodeAgent is the sandbox's stand-in for every kubelet: it never runs a
+// container, it only reports bound pods as Running so that status counters
+// and "running" conditions are real, and finishes graceful deletions the way
+// a kubelet would once containers stop.
+type nodeAgent struct {
+	client kubernetes.Interface
+	queue  workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	pods   cache.Indexer
+}
+
+func startNodeAgent(ctx context.Context, client kubernetes.Interface) {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	inf := factory.Core().V1().Pods().Informer()
+	a := &nodeAgent{
+		client: client,
+		queue:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()),
+		pods:   inf.GetIndexer(),
+	}
+	enqueue := func(obj interface{}) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" && (p.Status.Phase == corev1.PodPending || p.DeletionTimestamp != nil) {
+			a.queue.Add(cache.MetaObjectToName(p))
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
+	})
+	factory.Start(ctx.Done())
+	go func() {
+		<-ctx.Done()
+		a.queue.ShutDown()
+		factory.Shutdown()
+	}()
+	for i := 0; i < 8; i++ {
+		go wait.UntilWithContext(ctx, a.work, time.Second)
+	}
+}
+
+func (a *nodeAgent) work(ctx context.Context) {
+	for {
+		key, quit := a.queue.Get()
+		if quit {
+			return
+		}
+		if err := a.markRunning(ctx, key); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).V(4).Info("node agent retry", "pod", key, "err", err)
+			a.queue.AddRateLimited(key)
+		} else {
+			a.queue.Forget(key)
+		}
+		a.queue.Done(key)
+	}
+}
+
+func (a *nodeAgent) markRunning(ctx context.Context, key cache.ObjectName) error {
+	obj, exists, err := a.pods.GetByKey(key.String())
+	if err != nil || !exists {
+		return err
+	}
+	pod := obj.(*corev1.Pod).DeepCopy()
+	if pod.DeletionTimestamp != nil {
+		// A real kubelet stops the containers, then removes the pod for good.
+		zero := int64(0)
+		err := a.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: &zero,
+			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+		})
+		if err != nil && (isGone(err) || apierrors.IsConflict(err)) {
+			return nil
+		}
+		return err
+	}
+	if pod.Status.Phase != corev1.PodPending {
+		return nil
+	}
+	now := metav1.Now()
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.StartTime = &now
+	pod.Status.Conditions = append(pod.Status.Conditions,
+		corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	)
+	_, err = a.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	if err != nil && isGone(err) {
+		return nil
+	}
+	return err
+}
+
+func isGone(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsGone(err)
+}

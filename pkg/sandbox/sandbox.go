@@ -1,0 +1,247 @@
+// Package sandbox runs a whole control plane inside one process: embedded
+// etcd, kube-apiserver with the Phalanx CRDs, simulated nodes, a node agent
+// that marks bound pods Running, and the Phalanx scheduler. Tests, the
+// `make run` demo and the benchmarks all use it, so no external binary is
+// ever downloaded.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+
+	"github.com/phalanx-sched/phalanx/config"
+	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
+)
+
+// Options configure a sandbox cluster. The zero value starts an empty
+// cluster with no scheduler.
+type Options struct {
+	// Dir holds etcd data, certificates and the kubeconfig. A temporary
+	// directory, removed on Stop, is used when empty.
+	Dir string
+	// KubeconfigPath is where the admin kubeconfig is written; default
+	// <Dir>/kubeconfig.
+	KubeconfigPath string
+	// Topology, when set, creates simulated nodes.
+	Topology *Topology
+	// Scheduler starts the Phalanx scheduler in-process.
+	Scheduler bool
+	// SchedulerConfig is the KubeSchedulerConfiguration to run; default
+	// config/second-scheduler.yaml. Its clientConnection and leader election
+	// are overridden for the sandbox.
+	SchedulerConfig []byte
+	// AlsoDefaultScheduler makes Phalanx serve schedulerName
+	// default-scheduler too (the sandbox runs no other scheduler).
+	AlsoDefaultScheduler bool
+	// NodeAgent marks bound pods Running and completes their deletion.
+	NodeAgent bool
+	// NoUpstreamWorkloadAPI keeps scheduling.k8s.io/v1beta1 workload
+	// feature gates at their defaults (off).
+	NoUpstreamWorkloadAPI bool
+	// AuthorizationMode for kube-apiserver; default RBAC. The admin
+	// kubeconfig is system:masters either way.
+	AuthorizationMode string
+}
+
+// Cluster is a running sandbox.
+type Cluster struct {
+	Config         *restclient.Config
+	Client         kubernetes.Interface
+	Phalanx        versioned.Interface
+	Dir            string
+	KubeconfigPath string
+
+	opts      Options
+	cancel    context.CancelFunc
+	mu        sync.Mutex
+	scheduler *Scheduler
+	stops     []func()
+	ownDir    bool
+}
+
+// Start brings up a cluster. Call Stop when done, also on error paths of
+// the caller: Start cleans up after itself when it fails.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	c = &Cluster{opts: opts, cancel: cancel, Dir: opts.Dir}
+	defer func() {
+		if err != nil {
+			c.Stop()
+			c = nil
+		}
+	}()
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "phalanx-sandbox-"); err != nil {
+			return c, err
+		}
+		c.ownDir = true
+	} else if err = os.MkdirAll(c.Dir, 0o755); err != nil {
+		return c, err
+	}
+
+	etcd, etcdURL, err := startEtcd(c.Dir)
+	if err != nil {
+		return c, err
+	}
+	c.stops = append(c.stops, etcd.Close)
+
+	gates := UpstreamWorkloadGates
+	if opts.NoUpstreamWorkloadAPI {
+		gates = nil
+	}
+	authz := opts.AuthorizationMode
+	if authz == "" {
+		authz = "RBAC"
+	}
+	api, err := startAPIServer(ctx, c.Dir, etcdURL, gates, authz)
+	if err != nil {
+		return c, err
+	}
+	c.stops = append(c.stops, api.stop)
+	c.Config = api.config
+
+	c.KubeconfigPath = opts.KubeconfigPath
+	if c.KubeconfigPath == "" {
+		c.KubeconfigPath = filepath.Join(c.Dir, "kubeconfig")
+	}
+	if err = WriteKubeconfig(c.Config, c.KubeconfigPath); err != nil {
+		return c, err
+	}
+	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return c, err
+	}
+	if c.Phalanx, err = versioned.NewForConfig(c.Config); err != nil {
+		return c, err
+	}
+	if err = installCRDs(ctx, c.Config); err != nil {
+		return c, err
+	}
+	if opts.Topology != nil {
+		if err = CreateNodes(ctx, c.Client, opts.Topology.Nodes()); err != nil {
+			return c, err
+		}
+	}
+	if opts.NodeAgent {
+		startNodeAgent(ctx, c.Client)
+	}
+	if opts.Scheduler {
+		if _, err = c.StartScheduler(ctx); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// StartScheduler starts (or restarts) the in-process Phalanx scheduler.
+func (c *Cluster) StartScheduler(ctx context.Context) (*Scheduler, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.scheduler != nil {
+		return nil, errors.New("a sandbox scheduler is already running; stop it first")
+	}
+	base := c.opts.SchedulerConfig
+	if len(base) == 0 {
+		base = config.SecondScheduler
+	}
+	path, err := c.writeSchedulerConfig(base)
+	if err != nil {
+		return nil, err
+	}
+	s, err := StartScheduler(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	c.scheduler = s
+	return s, nil
+}
+
+// StopScheduler stops the in-process scheduler, as a crash would.
+func (c *Cluster) StopScheduler() {
+	c.mu.Lock()
+	s := c.scheduler
+	c.scheduler = nil
+	c.mu.Unlock()
+	if s != nil {
+		s.Stop()
+	}
+}
+
+// writeSchedulerConfig adapts a deployable KubeSchedulerConfiguration to the
+// sandbox: it points the client at the sandbox, lifts client throttling,
+// turns leader election off and, if asked, serves default-scheduler too.
+func (c *Cluster) writeSchedulerConfig(base []byte) (string, error) {
+	var cfg map[string]interface{}
+	if err := yaml.Unmarshal(base, &cfg); err != nil {
+		return "", fmt.Errorf("parse scheduler config: %w", err)
+	}
+	cfg["clientConnection"] = map[string]interface{}{
+		"kubeconfig": c.KubeconfigPath, "qps": 5000, "burst": 10000,
+	}
+	cfg["leaderElection"] = map[string]interface{}{"leaderElect": false}
+	if c.opts.AlsoDefaultScheduler {
+		profiles, _ := cfg["profiles"].([]interface{})
+		if len(profiles) == 0 {
+			return "", errors.New("scheduler config has no profiles")
+		}
+		first, _ := profiles[0].(map[string]interface{})
+		clone := map[string]interface{}{}
+		for k, v := range first {
+			clone[k] = v
+		}
+		clone["schedulerName"] = "default-scheduler"
+		cfg["profiles"] = append(profiles, clone)
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(c.Dir, "scheduler-*.yaml")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := f.Write(out); err != nil {
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// Stop shuts everything down in reverse order and removes a temporary Dir.
+func (c *Cluster) Stop() {
+	c.StopScheduler()
+	c.cancel()
+	for i := len(c.stops) - 1; i >= 0; i-- {
+		c.stops[i]()
+	}
+	c.stops = nil
+	if c.ownDir {
+		os.RemoveAll(c.Dir)
+	}
+}
+
+// WriteKubeconfig writes an admin kubeconfig for cfg to path.
+func WriteKubeconfig(cfg *restclient.Config, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["sandbox"] = &clientcmdapi.Cluster{
+		Server:                   cfg.Host,
+		CertificateAuthorityData: cfg.TLSClientConfig.CAData,
+		TLSServerName:            cfg.TLSClientConfig.ServerName,
+	}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["phalanx-sandbox"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: "admin"}
+	kc.CurrentContext = "phalanx-sandbox"
+	return clientcmd.WriteToFile(*kc, path)
+}
