@@ -120,7 +120,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
 		return c, err
 	}
-	if c.Phalanx, err = versioned.NewForConfig(c.Config); err != nil {
+	// CRDs speak JSON only; the loopback config asks for protobuf.
+	crdConfig := restclient.CopyConfig(c.Config)
+	crdConfig.ContentType = "application/json"
+	crdConfig.AcceptContentTypes = "application/json"
+	if c.Phalanx, err = versioned.NewForConfig(crdConfig); err != nil {
 		return c, err
 	}
 	if err = installCRDs(ctx, c.Config); err != nil {

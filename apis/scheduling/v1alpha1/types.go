@@ -124,7 +124,7 @@ type CompositePodGroupSchedulingPolicy struct {
 type CompositeBasicSchedulingPolicy struct{}
 
 // CompositeGangSchedulingPolicy is the all-or-nothing policy over children.
-// +kubebuilder:validation:XValidation:rule="self.minGroupCount == oldSelf.minGroupCount",message="minGroupCount is immutable"
+// +kubebuilder:validation:XValidation:rule="self.minGroupCount == oldSelf.minGroupCount",message="minGroupCount is immutable",fieldPath=".minGroupCount"
 type CompositeGangSchedulingPolicy struct {
 	// MinGroupCount is how many child groups must be schedulable together.
 	// +required
