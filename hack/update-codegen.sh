@@ -13,7 +13,7 @@ header=$root/hack/boilerplate.go.txt
 
 cd "$out"
 rm -rf pkg/generated manifests/crds/*.yaml
-"$bin/deepcopy-gen" --go-header-file "$header" --output-file zz_generated.deepcopy.go ./apis/scheduling/v1alpha1
+"$bin/deepcopy-gen" --go-header-file "$header" --output-file zz_generated.deepcopy.go ./apis/scheduling/v1alpha1 ./pkg/workloadbuilder
 "$bin/client-gen" --go-header-file "$header" --clientset-name versioned \
   --input-base "$mod/apis" --input scheduling/v1alpha1 \
   --output-pkg "$mod/pkg/generated/clientset" --output-dir pkg/generated/clientset
