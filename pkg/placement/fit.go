@@ -1,0 +1,180 @@
+package placement
+
+import (
+	"fmt"
+	"math"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+)
+
+// shapeInfo is a shape with its per-node static verdict. Static checks
+// (unschedulable, taints, selector, affinity) run once per shape per node;
+// what remains per placement is arithmetic on the residuals.
+type shapeInfo struct {
+	spec          *Shape
+	reqs          []resAmount // positive requests only
+	eligible      []bool      // per node
+	eligibleCount int
+	// share is the largest fraction of the biggest node's allocatable one pod
+	// asks for, a cluster-wide measure of how large the shape is.
+	share float64
+}
+
+// maxCount bounds per-node counts so that a count fits in 32 bits and sums
+// over any realistic number of nodes fit in an int64.
+const maxCount = math.MaxInt32
+
+// initResidual reads, per node, only the resources some shape requests:
+// the others cannot affect a plan, so they are neither copied nor validated.
+func (p *planner) initResidual() error {
+	p.nres = len(p.resNames)
+	p.free = make([]int64, len(p.nodes)*p.nres)
+	p.slots = make([]int64, len(p.nodes))
+	p.largest = make([]int64, p.nres)
+	for i, n := range p.nodes {
+		row := p.free[i*p.nres : (i+1)*p.nres]
+		for r, name := range p.resNames {
+			alloc, used := n.Allocatable[name], n.Requested[name]
+			if alloc < 0 || used < 0 {
+				return fmt.Errorf("placement: node %q: negative allocatable or requested %s", n.Name, name)
+			}
+			// Both are non-negative, so the difference cannot overflow. A
+			// resource the node does not list is 0 allocatable.
+			row[r] = alloc - used
+			p.largest[r] = max(p.largest[r], alloc)
+		}
+		p.slots[i] = min(int64(n.MaxPods)-int64(n.PodCount), maxCount)
+	}
+	return nil
+}
+
+func (p *planner) initShapes() {
+	largest := p.largest
+	var objs []*corev1.Node // built lazily: only selectors and affinity need them
+	for _, s := range p.shapes {
+		for _, r := range s.reqs {
+			share := math.Inf(1)
+			if largest[r.idx] > 0 {
+				share = float64(r.amt) / float64(largest[r.idx])
+			}
+			s.share = max(s.share, share)
+		}
+		var aff *nodeaffinity.RequiredNodeAffinity
+		if len(s.spec.NodeSelector) > 0 || s.spec.RequiredAffinity != nil {
+			var affinity *corev1.Affinity
+			if s.spec.RequiredAffinity != nil {
+				affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: s.spec.RequiredAffinity}}
+			}
+			a := nodeaffinity.NewRequiredNodeAffinity(s.spec.NodeSelector, affinity)
+			aff = &a
+			if objs == nil {
+				objs = make([]*corev1.Node, len(p.nodes))
+				for i, n := range p.nodes {
+					objs[i] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels}}
+				}
+			}
+		}
+		s.eligible = make([]bool, len(p.nodes))
+		for i, n := range p.nodes {
+			ok := p.tolerates(s.spec, n)
+			if ok && aff != nil {
+				// A parse error in a term means the term does not match,
+				// as in the NodeAffinity filter.
+				ok, _ = aff.Match(objs[i])
+			}
+			s.eligible[i] = ok
+			if ok {
+				s.eligibleCount++
+			}
+		}
+	}
+}
+
+var unschedulableTaint = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
+
+// tolerates mirrors the NodeUnschedulable and TaintToleration filters: only
+// NoSchedule and NoExecute taints repel, and a pod that tolerates the
+// unschedulable taint may use a cordoned node.
+func (p *planner) tolerates(s *Shape, n *Node) bool {
+	cmp := p.opts.TaintComparisonOperators
+	if n.Unschedulable && !tolerated(corev1helpers.TolerationsTolerateTaint, s.Tolerations, &unschedulableTaint, cmp) {
+		return false
+	}
+	for i := range n.Taints {
+		t := &n.Taints[i]
+		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if !tolerated(corev1helpers.TolerationsTolerateTaint, s.Tolerations, t, cmp) {
+			return false
+		}
+	}
+	return true
+}
+
+// tolerated calls the upstream helper with a zero logger. The logger type is
+// inferred from the helper's signature, which keeps a logging dependency out
+// of this package; the helper only logs unparsable Lt/Gt values, which then
+// simply do not match.
+func tolerated[L any](match func(L, []corev1.Toleration, *corev1.Taint, bool) bool, tols []corev1.Toleration, t *corev1.Taint, cmp bool) bool {
+	var quiet L
+	return match(quiet, tols, t, cmp)
+}
+
+// count is how many more pods of shape s node n holds under the current
+// residuals. For one shape this is exact, which is what makes gang
+// feasibility exact for homogeneous groups.
+func (p *planner) count(s *shapeInfo, n int32) int64 {
+	if !s.eligible[n] {
+		return 0
+	}
+	c := p.slots[n]
+	if c <= 0 {
+		return 0
+	}
+	row := p.free[int(n)*p.nres:]
+	for _, r := range s.reqs {
+		f := row[r.idx]
+		if f < r.amt {
+			return 0
+		}
+		if q := f / r.amt; q < c {
+			c = q
+		}
+	}
+	return c
+}
+
+// take places the next m pending pods of leaf g's local shape li on node n.
+// The caller guarantees m <= count, so residuals stay non-negative.
+func (p *planner) take(g *gnode, li int, n int32, m int) {
+	s := p.shapes[g.gshape[li]]
+	row := p.free[int(n)*p.nres:]
+	for _, r := range s.reqs {
+		row[r.idx] -= int64(m) * r.amt
+	}
+	p.slots[n] -= int64(m)
+	for range m {
+		p.log = append(p.log, assignment{pod: g.byShape[li][g.cursor[li]], node: n})
+		g.cursor[li]++
+	}
+}
+
+// rollback undoes every placement after mark, restoring residuals and cursors.
+func (p *planner) rollback(mark int) {
+	for i := len(p.log) - 1; i >= mark; i-- {
+		a := p.log[i]
+		pi := p.pods[a.pod]
+		g := pi.leaf
+		g.cursor[pi.local]--
+		row := p.free[int(a.node)*p.nres:]
+		for _, r := range p.shapes[g.gshape[pi.local]].reqs {
+			row[r.idx] += r.amt
+		}
+		p.slots[a.node]++
+	}
+	p.log = p.log[:mark]
+}

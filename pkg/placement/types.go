@@ -1,0 +1,121 @@
+package placement
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Resources holds quantities keyed by resource name: cpu in millicores,
+// memory and everything else in base units (bytes, devices).
+type Resources map[corev1.ResourceName]int64
+
+// Node is the planner's view of one node of the snapshot.
+type Node struct {
+	Name        string
+	Labels      map[string]string
+	Allocatable Resources
+	// Requested is what pods bound or assumed on the node already use,
+	// including pods of other groups and the bound members of this one.
+	Requested     Resources
+	MaxPods       int // allocatable pods
+	PodCount      int // pods already on the node
+	Taints        []corev1.Taint
+	Unschedulable bool
+}
+
+// Shape describes pods that share requests, tolerations, node selector and
+// required node affinity. Fit is computed once per shape per node, so pods of
+// one template should share one Shape.
+type Shape struct {
+	// Requests of one pod. Zero quantities are ignored, as upstream does, and
+	// so is "pods": pod slots are accounted through Node.MaxPods.
+	Requests     Resources
+	Tolerations  []corev1.Toleration
+	NodeSelector map[string]string
+	// RequiredAffinity is pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.
+	RequiredAffinity *corev1.NodeSelector
+}
+
+// Pod is a pending member of a leaf group.
+type Pod struct {
+	Key   string // namespace/name, unique in a plan
+	Shape int    // index into Group.Shapes
+}
+
+// BoundPod is a member that is already bound or assumed.
+type BoundPod struct {
+	Key  string
+	Node string // node name it is bound/assumed on
+}
+
+// Policy is a group's scheduling policy.
+type Policy int
+
+const (
+	// Gang is all or nothing: MinCount pods (MinGroupCount children) together, or none.
+	Gang Policy = iota
+	// Basic is best effort: whatever fits is placed.
+	Basic
+)
+
+// Group is a node of a group tree. A leaf (no Children) is a PodGroup; a
+// group with children is a CompositePodGroup.
+type Group struct {
+	Name   string // unique in the tree, e.g. "ns/name"
+	Policy Policy
+	// TopologyKey is a node label key. When set, every pod of the subtree
+	// goes to nodes sharing one value of it; "" leaves the group unconstrained.
+	TopologyKey string
+
+	// Leaf only.
+
+	// MinCount is, for a gang, how many members (bound included) must run together.
+	MinCount int
+	Shapes   []Shape
+	Pending  []Pod
+	// Bound members count toward MinCount and pin the domain of every
+	// constrained group above them.
+	Bound []BoundPod
+
+	// Composite only.
+
+	Children []*Group
+	// MinGroupCount is, for a gang composite, how many children must be
+	// satisfiable together in one domain of the parent.
+	MinGroupCount int
+}
+
+// DomainPolicy picks among the feasible topology domains of a group.
+type DomainPolicy int
+
+const (
+	// BestFit picks the feasible domain that leaves the least room after
+	// placement, which keeps large domains whole for large gangs.
+	BestFit DomainPolicy = iota
+	// WorstFit picks the feasible domain that leaves the most room, which
+	// spreads groups across domains.
+	WorstFit
+	// FirstFit picks the feasible domain with the smallest label value.
+	FirstFit
+)
+
+// Options tune a plan.
+type Options struct {
+	DomainPolicy DomainPolicy
+	// TaintComparisonOperators enables the Lt and Gt toleration operators,
+	// mirroring the TaintTolerationComparisonOperators feature gate.
+	TaintComparisonOperators bool
+}
+
+// Plan is the outcome of PlanGroup.
+type Plan struct {
+	// Assignments maps the key of every pod the plan places to its node.
+	Assignments map[string]string
+	// Domains maps each constrained group that holds a domain to its label value.
+	Domains map[string]string
+	// Unplaced lists the pending pods the plan does not place, sorted.
+	Unplaced []string
+	// Unsatisfied explains groups that were left out without failing the
+	// plan: children of a basic composite, and children of a gang composite
+	// beyond its MinGroupCount. Their pods are in Unplaced.
+	Unsatisfied []*Infeasible
+}
