@@ -4,11 +4,17 @@ package plugins
 
 import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/queuesort"
 )
 
 // Registry lists the out-of-tree plugins of the Phalanx scheduler. Both
 // cmd/phalanx-scheduler and the sandbox use it, so tests exercise exactly the
 // binary's code path.
 func Registry() []app.Option {
-	return []app.Option{}
+	return []app.Option{
+		app.WithPlugin(queuesort.Name, queuesort.New),
+		app.WithPlugin(gang.Name, gang.New),
+	}
 }

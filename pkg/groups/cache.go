@@ -1,0 +1,516 @@
+package groups
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+)
+
+// Cache holds every group and member the scheduler knows about. One Cache
+// serves all profiles of a scheduler. It is safe for concurrent use by
+// informer handlers, the scheduling cycle and binding goroutines.
+type Cache struct {
+	mu     sync.RWMutex
+	groups map[Key]*Group
+	// pods maps a member's UID to its leaf group.
+	pods map[types.UID]Key
+}
+
+// NewCache returns an empty cache.
+func NewCache() *Cache {
+	return &Cache{groups: map[Key]*Group{}, pods: map[types.UID]Key{}}
+}
+
+// stateOf derives a member's state from the API object; Assumed is only set
+// by the scheduler (MarkAssumed) and survives updates until the pod binds.
+func stateOf(pod *corev1.Pod, previous State) State {
+	switch {
+	case pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		return Finished
+	case pod.Spec.NodeName != "":
+		return Bound
+	case previous == Assumed:
+		return Assumed
+	default:
+		return Pending
+	}
+}
+
+// getOrCreateLocked returns the group for k, creating a placeholder (Exists
+// false) that holds members or children until the object appears.
+func (c *Cache) getOrCreateLocked(k Key) *Group {
+	g := c.groups[k]
+	if g == nil {
+		g = &Group{Key: k, members: map[types.UID]*Member{}, children: map[Key]struct{}{}}
+		c.groups[k] = g
+	}
+	return g
+}
+
+// gcLocked drops a group that has no object, no members and no children.
+func (c *Cache) gcLocked(k Key) {
+	g := c.groups[k]
+	if g == nil || g.Exists || len(g.members) > 0 || len(g.children) > 0 {
+		return
+	}
+	delete(c.groups, k)
+	if g.ParentName != "" {
+		pk := Key{Kind: CompositeKind, Namespace: k.Namespace, Name: g.ParentName}
+		if p := c.groups[pk]; p != nil {
+			delete(p.children, k)
+			c.gcLocked(pk)
+		}
+	}
+}
+
+// AddOrUpdatePod records a pod. Pods in no group, or with a malformed
+// attachment, are not tracked (PreEnqueue reports the malformation).
+func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
+	a, grouped, err := Attach(pod)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	oldKey, known := c.pods[pod.UID]
+	if !grouped || err != nil {
+		if known {
+			c.removeMemberLocked(oldKey, pod.UID)
+		}
+		return
+	}
+	if known && oldKey != a.Key {
+		c.removeMemberLocked(oldKey, pod.UID)
+		known = false
+	}
+	g := c.getOrCreateLocked(a.Key)
+	if a.Key.Kind == LabelKind {
+		g.Exists = true
+		g.Gang = true
+		g.MinCount = a.MinAvailable
+		if g.Created.IsZero() || pod.CreationTimestamp.Time.Before(g.Created) {
+			g.Created = pod.CreationTimestamp.Time
+		}
+	}
+	m := g.members[pod.UID]
+	if m == nil {
+		m = &Member{State: Pending}
+		g.members[pod.UID] = m
+		g.counts[Pending]++
+	}
+	next := stateOf(pod, m.State)
+	g.counts[m.State]--
+	g.counts[next]++
+	m.State = next
+	m.Pod = pod
+	c.pods[pod.UID] = a.Key
+}
+
+// DeletePod forgets a pod.
+func (c *Cache) DeletePod(pod *corev1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k, ok := c.pods[pod.UID]; ok {
+		c.removeMemberLocked(k, pod.UID)
+	}
+}
+
+func (c *Cache) removeMemberLocked(k Key, uid types.UID) {
+	delete(c.pods, uid)
+	g := c.groups[k]
+	if g == nil {
+		return
+	}
+	if m := g.members[uid]; m != nil {
+		g.counts[m.State]--
+		delete(g.members, uid)
+	}
+	if k.Kind == LabelKind && len(g.members) == 0 {
+		g.Exists = false
+	}
+	c.gcLocked(k)
+}
+
+// MarkAssumed records that the scheduler reserved the pod (Reserve).
+func (c *Cache) MarkAssumed(pod *corev1.Pod) { c.setState(pod, Assumed) }
+
+// MarkPending records that a reservation was undone (Unreserve).
+func (c *Cache) MarkPending(pod *corev1.Pod) { c.setState(pod, Pending) }
+
+func (c *Cache) setState(pod *corev1.Pod, s State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := c.pods[pod.UID]
+	if !ok {
+		return
+	}
+	m := c.groups[k].members[pod.UID]
+	if m == nil || m.State == Bound || m.State == Finished {
+		return
+	}
+	g := c.groups[k]
+	g.counts[m.State]--
+	g.counts[s]++
+	m.State = s
+}
+
+// SetPodGroup records a PodGroup object.
+func (c *Cache) SetPodGroup(pg *v1alpha1.PodGroup) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := Key{Kind: PodGroupKind, Namespace: pg.Namespace, Name: pg.Name}
+	g := c.getOrCreateLocked(k)
+	g.Exists = true
+	g.UID = pg.UID
+	g.Created = pg.CreationTimestamp.Time
+	g.Gang = pg.Spec.SchedulingPolicy.Gang != nil
+	g.MinCount = 0
+	if g.Gang {
+		g.MinCount = int(pg.Spec.SchedulingPolicy.Gang.MinCount)
+	}
+	g.TopologyKey = ""
+	if sc := pg.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
+		g.TopologyKey = sc.Topology[0].Key
+	}
+	g.DisruptionAll = pg.Spec.DisruptionMode != nil && pg.Spec.DisruptionMode.All != nil
+	g.PriorityClassName = pg.Spec.PriorityClassName
+	g.Priority = pg.Spec.Priority
+	g.PreemptionPolicy = corePolicy(pg.Spec.PreemptionPolicy)
+	c.setParentLocked(g, pg.Spec.ParentCompositePodGroupName)
+}
+
+// SetComposite records a CompositePodGroup object.
+func (c *Cache) SetComposite(cpg *v1alpha1.CompositePodGroup) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := Key{Kind: CompositeKind, Namespace: cpg.Namespace, Name: cpg.Name}
+	g := c.getOrCreateLocked(k)
+	g.Exists = true
+	g.UID = cpg.UID
+	g.Created = cpg.CreationTimestamp.Time
+	g.Gang = cpg.Spec.SchedulingPolicy.Gang != nil
+	g.MinGroupCount = 0
+	if g.Gang {
+		g.MinGroupCount = int(cpg.Spec.SchedulingPolicy.Gang.MinGroupCount)
+	}
+	g.TopologyKey = ""
+	if sc := cpg.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
+		g.TopologyKey = sc.Topology[0].Key
+	}
+	g.DisruptionAll = cpg.Spec.DisruptionMode != nil && cpg.Spec.DisruptionMode.All != nil
+	g.PriorityClassName = cpg.Spec.PriorityClassName
+	g.Priority = cpg.Spec.Priority
+	g.PreemptionPolicy = corePolicy(cpg.Spec.PreemptionPolicy)
+	c.setParentLocked(g, cpg.Spec.ParentCompositePodGroupName)
+}
+
+func corePolicy(p *v1alpha1.PreemptionPolicy) *corev1.PreemptionPolicy {
+	if p == nil {
+		return nil
+	}
+	v := corev1.PreemptLowerPriority
+	if *p == v1alpha1.PreemptNever {
+		v = corev1.PreemptNever
+	}
+	return &v
+}
+
+func (c *Cache) setParentLocked(g *Group, parent *string) {
+	name := ""
+	if parent != nil {
+		name = *parent
+	}
+	if g.ParentName == name {
+		if name != "" {
+			c.getOrCreateLocked(Key{Kind: CompositeKind, Namespace: g.Key.Namespace, Name: name}).children[g.Key] = struct{}{}
+		}
+		return
+	}
+	if g.ParentName != "" {
+		old := Key{Kind: CompositeKind, Namespace: g.Key.Namespace, Name: g.ParentName}
+		if p := c.groups[old]; p != nil {
+			delete(p.children, g.Key)
+			c.gcLocked(old)
+		}
+	}
+	g.ParentName = name
+	if name != "" {
+		c.getOrCreateLocked(Key{Kind: CompositeKind, Namespace: g.Key.Namespace, Name: name}).children[g.Key] = struct{}{}
+	}
+}
+
+// DeleteGroup records that a PodGroup or CompositePodGroup object is gone.
+// Its members stay tracked (they now point at a missing group).
+func (c *Cache) DeleteGroup(k Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[k]; g != nil {
+		g.Exists = false
+		c.gcLocked(k)
+	}
+}
+
+// Info is a read-only copy of a group's definition and counts.
+type Info struct {
+	Key           Key
+	UID           types.UID
+	Gang          bool
+	MinCount      int
+	MinGroupCount int
+	TopologyKey   string
+	DisruptionAll bool
+	Created       int64 // unix nanoseconds, for ordering
+
+	PriorityClassName string
+	Priority          *int32
+	PreemptionPolicy  *corev1.PreemptionPolicy
+
+	Existing, Placed, Bound int
+}
+
+func infoOf(g *Group) Info {
+	return Info{
+		Key: g.Key, UID: g.UID, Gang: g.Gang, MinCount: g.MinCount, MinGroupCount: g.MinGroupCount,
+		TopologyKey: g.TopologyKey, DisruptionAll: g.DisruptionAll, Created: g.Created.UnixNano(),
+		PriorityClassName: g.PriorityClassName, Priority: g.Priority, PreemptionPolicy: g.PreemptionPolicy,
+		Existing: g.Existing(), Placed: g.Placed(), Bound: g.counts[Bound],
+	}
+}
+
+// Chain is a pod's leaf group followed by its ancestors up to the root.
+type Chain []Info
+
+// Leaf is the pod's own group.
+func (ch Chain) Leaf() Info { return ch[0] }
+
+// Root is the top of the hierarchy; its priority fields are authoritative.
+func (ch Chain) Root() Info { return ch[len(ch)-1] }
+
+// MissingError says a group or a parent a pod depends on does not exist.
+type MissingError struct{ Key Key }
+
+func (e *MissingError) Error() string {
+	if e.Key.Kind == CompositeKind {
+		return fmt.Sprintf("parent CompositePodGroup %s/%s not found: create it or fix parentCompositePodGroupName", e.Key.Namespace, e.Key.Name)
+	}
+	return fmt.Sprintf("PodGroup %s/%s not found: create it or fix the pod's %s label", e.Key.Namespace, e.Key.Name, v1alpha1.PodGroupLabel)
+}
+
+// ChainOf returns the hierarchy of the pod's group. ok is false for a pod
+// in no group. The error is a *MissingError, an attachment problem, or a
+// hierarchy deeper than 4 levels (which includes cycles).
+func (c *Cache) ChainOf(pod *corev1.Pod) (ch Chain, ok bool, err error) {
+	a, grouped, err := Attach(pod)
+	if !grouped || err != nil {
+		return nil, grouped, err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	groups, err := c.chainLocked(a.Key)
+	if err != nil {
+		return nil, true, err
+	}
+	for _, g := range groups {
+		ch = append(ch, infoOf(g))
+	}
+	return ch, true, nil
+}
+
+func (c *Cache) chainLocked(leaf Key) ([]*Group, error) {
+	g := c.groups[leaf]
+	if g == nil || !g.Exists {
+		return nil, &MissingError{Key: leaf}
+	}
+	chain := []*Group{g}
+	for g.ParentName != "" {
+		if len(chain) >= v1alpha1.MaxTreeDepth {
+			return nil, fmt.Errorf("group hierarchy above %s is deeper than %d levels or cyclic: fix parentCompositePodGroupName", leaf, v1alpha1.MaxTreeDepth)
+		}
+		pk := Key{Kind: CompositeKind, Namespace: g.Key.Namespace, Name: g.ParentName}
+		p := c.groups[pk]
+		if p == nil || !p.Exists {
+			return nil, &MissingError{Key: pk}
+		}
+		chain = append(chain, p)
+		g = p
+	}
+	return chain, nil
+}
+
+// Counter picks which members count toward a quorum.
+type Counter func(*Group) int
+
+var (
+	// ByExisting counts members that exist (PreEnqueue).
+	ByExisting Counter = (*Group).Existing
+	// ByPlaced counts members assumed or bound (Permit).
+	ByPlaced Counter = (*Group).Placed
+	// ByBound counts members bound to nodes (status).
+	ByBound Counter = func(g *Group) int { return g.counts[Bound] }
+)
+
+// Shortfall says which level of a hierarchy is below its minimum.
+type Shortfall struct {
+	Key Key
+	// Leaf: Have/Need count pods; otherwise child groups at their minimum.
+	Leaf       bool
+	Have, Need int
+}
+
+// Quorum reports whether every gang on the pod's chain is satisfied when
+// members are counted by count; when not, the first short level.
+func (c *Cache) Quorum(pod *corev1.Pod, count Counter) (ok bool, short Shortfall, err error) {
+	a, grouped, err := Attach(pod)
+	if !grouped || err != nil {
+		return !grouped, short, err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	chain, err := c.chainLocked(a.Key)
+	if err != nil {
+		return false, short, err
+	}
+	for _, g := range chain {
+		if sat, have, need := c.satisfiedLocked(g, count, 0); !sat {
+			return false, Shortfall{Key: g.Key, Leaf: g.IsLeaf(), Have: have, Need: need}, nil
+		}
+	}
+	return true, short, nil
+}
+
+// Satisfied reports whether group k reaches its minimum under count.
+func (c *Cache) Satisfied(k Key, count Counter) (ok bool, have, need int) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	g := c.groups[k]
+	if g == nil || !g.Exists {
+		return false, 0, 0
+	}
+	return c.satisfiedLocked(g, count, 0)
+}
+
+// satisfiedLocked reports whether g reaches its minimum, with the counts
+// behind the answer. A basic group is satisfied by any placed member.
+func (c *Cache) satisfiedLocked(g *Group, count Counter, depth int) (bool, int, int) {
+	if g.IsLeaf() {
+		n := count(g)
+		if g.Gang {
+			return n >= g.MinCount, n, g.MinCount
+		}
+		return n > 0, n, 1
+	}
+	sat := 0
+	if depth < v1alpha1.MaxTreeDepth {
+		for ck := range g.children {
+			ch := c.groups[ck]
+			if ch == nil || !ch.Exists {
+				continue
+			}
+			if ok, _, _ := c.satisfiedLocked(ch, count, depth+1); ok {
+				sat++
+			}
+		}
+	}
+	if g.Gang {
+		return sat >= g.MinGroupCount, sat, g.MinGroupCount
+	}
+	return sat > 0, sat, 1
+}
+
+// HierarchyMembers returns the members whose state passes keep, of every
+// leaf under the root of the pod's hierarchy, sorted by name for
+// determinism. The pods are the informer's objects: do not modify them.
+func (c *Cache) HierarchyMembers(pod *corev1.Pod, keep func(State) bool) []*corev1.Pod {
+	a, grouped, err := Attach(pod)
+	if !grouped || err != nil {
+		return nil
+	}
+	return c.Members(a.Key, keep)
+}
+
+// Members is HierarchyMembers for the hierarchy that group k belongs to.
+func (c *Cache) Members(k Key, keep func(State) bool) []*corev1.Pod {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	root := c.groups[k]
+	if root == nil {
+		return nil
+	}
+	if chain, err := c.chainLocked(k); err == nil {
+		root = chain[len(chain)-1]
+	}
+	var out []*corev1.Pod
+	c.walkLeavesLocked(root, 0, func(g *Group) {
+		for _, m := range g.members {
+			if keep(m.State) {
+				out = append(out, m.Pod)
+			}
+		}
+	})
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func (c *Cache) walkLeavesLocked(g *Group, depth int, fn func(*Group)) {
+	if g.IsLeaf() {
+		fn(g)
+		return
+	}
+	if depth >= v1alpha1.MaxTreeDepth {
+		return
+	}
+	for ck := range g.children {
+		if ch := c.groups[ck]; ch != nil {
+			c.walkLeavesLocked(ch, depth+1, fn)
+		}
+	}
+}
+
+// Get returns a copy of a group's definition and counts.
+func (c *Cache) Get(k Key) (Info, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	g := c.groups[k]
+	if g == nil || !g.Exists {
+		return Info{}, false
+	}
+	return infoOf(g), true
+}
+
+// Is returns a state filter for HierarchyMembers.
+func Is(states ...State) func(State) bool {
+	return func(s State) bool {
+		for _, want := range states {
+			if s == want {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// GroupOf returns the leaf key of a tracked pod.
+func (c *Cache) GroupOf(uid types.UID) (Key, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	k, ok := c.pods[uid]
+	return k, ok
+}
+
+// RootOf returns the root of k's hierarchy, false when it is broken.
+func (c *Cache) RootOf(k Key) (Key, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	chain, err := c.chainLocked(k)
+	if err != nil {
+		return Key{}, false
+	}
+	return chain[len(chain)-1].Key, true
+}

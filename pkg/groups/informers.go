@@ -1,0 +1,177 @@
+package groups
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
+	phalanxinformers "github.com/phalanx-sched/phalanx/pkg/generated/informers/externalversions"
+)
+
+// Fed is a Cache wired to informers.
+type Fed struct {
+	*Cache
+	// PriorityClasses resolves group priorities.
+	PriorityClasses schedulinglisters.PriorityClassLister
+	// onChange subscribers run after a group object or member changed, with
+	// the leaf or composite key and whether the group object itself changed.
+	onChange []func(k Key, object bool)
+	mu       sync.Mutex
+}
+
+// Subscribe registers fn to be called after group changes, outside the
+// cache lock. Plugins use it to react to state the scheduler's own event
+// handlers may see before this cache does (their order is not defined).
+func (f *Fed) Subscribe(fn func(k Key, object bool)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onChange = append(f.onChange, fn)
+}
+
+func (f *Fed) notify(k Key, object bool) {
+	f.mu.Lock()
+	subs := f.onChange
+	f.mu.Unlock()
+	for _, fn := range subs {
+		fn(k, object)
+	}
+}
+
+var (
+	sharedMu sync.Mutex
+	shared   = map[informers.SharedInformerFactory]*Fed{}
+)
+
+// Shared returns the one cache of the scheduler that owns factory, creating
+// and syncing it on first use. Every profile's plugins get the same cache,
+// because all profiles of a kube-scheduler share one informer factory.
+// The CRD informers are started here; pod and PriorityClass informers come
+// from the scheduler's factory, which the scheduler starts itself.
+func Shared(ctx context.Context, factory informers.SharedInformerFactory, cfg *restclient.Config) (*Fed, error) {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if f := shared[factory]; f != nil {
+		return f, nil
+	}
+	crdCfg := restclient.CopyConfig(cfg)
+	crdCfg.ContentType = "application/json"
+	crdCfg.AcceptContentTypes = "application/json"
+	client, err := versioned.NewForConfig(crdCfg)
+	if err != nil {
+		return nil, fmt.Errorf("phalanx clientset: %w", err)
+	}
+	f := &Fed{Cache: NewCache(), PriorityClasses: factory.Scheduling().V1().PriorityClasses().Lister()}
+
+	podInf := factory.Core().V1().Pods().Informer()
+	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { f.podChanged(obj) },
+		UpdateFunc: func(_, obj interface{}) { f.podChanged(obj) },
+		DeleteFunc: func(obj interface{}) { f.podDeleted(obj) },
+	}); err != nil {
+		return nil, err
+	}
+
+	pf := phalanxinformers.NewSharedInformerFactory(client, 0)
+	pgInf := pf.Scheduling().V1alpha1().PodGroups().Informer()
+	if _, err := pgInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { f.podGroupChanged(obj) },
+		UpdateFunc: func(_, obj interface{}) { f.podGroupChanged(obj) },
+		DeleteFunc: func(obj interface{}) { f.groupDeleted(obj, PodGroupKind) },
+	}); err != nil {
+		return nil, err
+	}
+	cpgInf := pf.Scheduling().V1alpha1().CompositePodGroups().Informer()
+	if _, err := cpgInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { f.compositeChanged(obj) },
+		UpdateFunc: func(_, obj interface{}) { f.compositeChanged(obj) },
+		DeleteFunc: func(obj interface{}) { f.groupDeleted(obj, CompositeKind) },
+	}); err != nil {
+		return nil, err
+	}
+	// PriorityClasses must be known before the first PreFilter resolves one.
+	_ = factory.Scheduling().V1().PriorityClasses().Informer()
+
+	pf.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for typ, ok := range pf.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("sync %v informer: is the scheduling.phalanx.dev CRD installed? (kubectl apply -f manifests/crds/)", typ)
+		}
+	}
+	go func() {
+		<-ctx.Done()
+		pf.Shutdown()
+		sharedMu.Lock()
+		delete(shared, factory)
+		sharedMu.Unlock()
+	}()
+	shared[factory] = f
+	return f, nil
+}
+
+func (f *Fed) podChanged(obj interface{}) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	f.AddOrUpdatePod(pod)
+	if k, ok := f.GroupOf(pod.UID); ok {
+		f.notify(k, false)
+	}
+}
+
+func (f *Fed) podDeleted(obj interface{}) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	k, tracked := f.GroupOf(pod.UID)
+	f.DeletePod(pod)
+	if tracked {
+		f.notify(k, false)
+	}
+}
+
+func (f *Fed) podGroupChanged(obj interface{}) {
+	if pg, ok := obj.(*v1alpha1.PodGroup); ok {
+		f.SetPodGroup(pg)
+		f.notify(Key{Kind: PodGroupKind, Namespace: pg.Namespace, Name: pg.Name}, true)
+	}
+}
+
+func (f *Fed) compositeChanged(obj interface{}) {
+	if cpg, ok := obj.(*v1alpha1.CompositePodGroup); ok {
+		f.SetComposite(cpg)
+		f.notify(Key{Kind: CompositeKind, Namespace: cpg.Namespace, Name: cpg.Name}, true)
+	}
+}
+
+func (f *Fed) groupDeleted(obj interface{}, kind Kind) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	var k Key
+	switch o := obj.(type) {
+	case *v1alpha1.PodGroup:
+		k = Key{Kind: kind, Namespace: o.Namespace, Name: o.Name}
+	case *v1alpha1.CompositePodGroup:
+		k = Key{Kind: kind, Namespace: o.Namespace, Name: o.Name}
+	default:
+		return
+	}
+	f.DeleteGroup(k)
+	f.notify(k, true)
+}

@@ -1,0 +1,57 @@
+package groups
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
+)
+
+// ResolvePriority returns the priority and preemption policy of a group
+// hierarchy from its root: spec.priority if set; else the PriorityClass
+// named by priorityClassName; else the globalDefault class; else 0. The
+// preemption policy is the root's, else its class's, else
+// PreemptLowerPriority. A class that does not exist is an error, not 0, so
+// the user learns about the typo instead of running at the wrong priority.
+func ResolvePriority(root Info, classes schedulinglisters.PriorityClassLister) (int32, corev1.PreemptionPolicy, error) {
+	policy := corev1.PreemptLowerPriority
+	var class *schedulingv1.PriorityClass
+	switch {
+	case root.PriorityClassName != "":
+		pc, err := classes.Get(root.PriorityClassName)
+		if apierrors.IsNotFound(err) {
+			return 0, policy, fmt.Errorf("PriorityClass %q of %s not found: create it or fix priorityClassName", root.PriorityClassName, root.Key)
+		}
+		if err != nil {
+			return 0, policy, fmt.Errorf("look up PriorityClass %q of %s: %w", root.PriorityClassName, root.Key, err)
+		}
+		class = pc
+	case root.Priority == nil:
+		all, err := classes.List(labels.Everything())
+		if err != nil {
+			return 0, policy, fmt.Errorf("list PriorityClasses: %w", err)
+		}
+		for _, pc := range all {
+			if pc.GlobalDefault && (class == nil || pc.CreationTimestamp.Before(&class.CreationTimestamp)) {
+				class = pc
+			}
+		}
+	}
+	var value int32
+	if class != nil {
+		value = class.Value
+		if class.PreemptionPolicy != nil {
+			policy = *class.PreemptionPolicy
+		}
+	}
+	if root.Priority != nil {
+		value = *root.Priority
+	}
+	if root.PreemptionPolicy != nil {
+		policy = *root.PreemptionPolicy
+	}
+	return value, policy, nil
+}

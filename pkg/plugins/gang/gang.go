@@ -1,0 +1,390 @@
+// Package gang is the all-or-nothing plugin: it holds a gang until its
+// members exist (PreEnqueue), rejects groups whose members disagree on
+// priority, preemption policy or scheduler (PreFilter), lets reserved
+// members wait until the whole hierarchy has quorum (Permit), and releases
+// every waiting member together when one fails (PostFilter, Unreserve), so no
+// gang ever binds below its minimum or holds capacity it cannot use.
+//
+// Group state lives in pkg/groups; this package only adapts it to the
+// scheduling framework and reports what happens in group conditions.
+package gang
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration.
+const Name = "PhalanxGang"
+
+// Messages for groups whose members disagree (SPEC §2).
+const (
+	MsgPriorityMismatch        = "all pods in a single pod group should have the same priority as the pod group"
+	MsgPolicyMismatchWithGroup = "all pods in a single pod group should have the same preemption policy as the pod group's preemption policy"
+	MsgPolicyMismatch          = "all pods in a single pod group should have the same preemption policy"
+	MsgSchedulerNameMismatch   = "all pods in a single pod group should have the same schedulerName"
+)
+
+// Gang implements the gang extension points.
+type Gang struct {
+	handle fwk.Handle
+	groups *groups.Fed
+	args   Args
+	shared *shared
+}
+
+var (
+	_ fwk.PreEnqueuePlugin  = &Gang{}
+	_ fwk.PreFilterPlugin   = &Gang{}
+	_ fwk.PostFilterPlugin  = &Gang{}
+	_ fwk.ReservePlugin     = &Gang{}
+	_ fwk.PermitPlugin      = &Gang{}
+	_ fwk.EnqueueExtensions = &Gang{}
+)
+
+// shared is the per-scheduler state every profile's instance uses: one
+// status writer, so two profiles never race on the same group's status.
+type shared struct {
+	status *statusWriter
+	events *eventDedup
+
+	mu sync.Mutex
+	// complete remembers which hierarchies had all their members present,
+	// so held members are activated once, on the transition.
+	complete map[groups.Key]bool
+}
+
+var (
+	sharedMu  sync.Mutex
+	sharedFor = map[*groups.Fed]*shared{}
+)
+
+// New builds the plugin from its args.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	fed, err := groups.Shared(ctx, h.SharedInformerFactory(), h.KubeConfig())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	pl := &Gang{handle: h, groups: fed, args: args}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if s := sharedFor[fed]; s != nil {
+		pl.shared = s
+		return pl, nil
+	}
+	cfg := restclient.CopyConfig(h.KubeConfig())
+	cfg.ContentType = "application/json"
+	cfg.AcceptContentTypes = "application/json"
+	client, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	pl.shared = &shared{status: newStatusWriter(ctx, client), events: newEventDedup(), complete: map[groups.Key]bool{}}
+	sharedFor[fed] = pl.shared
+	fed.Subscribe(pl.groupChanged)
+	go func() {
+		<-ctx.Done()
+		sharedMu.Lock()
+		delete(sharedFor, fed)
+		sharedMu.Unlock()
+	}()
+	return pl, nil
+}
+
+// Name returns the plugin name.
+func (*Gang) Name() string { return Name }
+
+func condition(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}
+}
+
+func waitingMessage(s groups.Shortfall) string {
+	if s.Leaf {
+		return fmt.Sprintf("waiting for pods: %d/%d present", s.Have, s.Need)
+	}
+	return fmt.Sprintf("waiting for child groups: %d/%d have their minimum pods", s.Have, s.Need)
+}
+
+// PreEnqueue keeps a gang out of the active queue until enough members
+// exist to possibly reach quorum, so an incomplete gang costs no cycle.
+func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
+	ok, short, err := pl.groups.Quorum(pod, groups.ByExisting)
+	if err != nil {
+		pl.podEvent(pod, "GroupInvalid", err.Error())
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	if ok {
+		return nil
+	}
+	msg := fmt.Sprintf("%s (%s)", waitingMessage(short), short.Key)
+	pl.shared.status.set(short.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPods, waitingMessage(short)))
+	pl.podEvent(pod, "WaitingForGang", msg)
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// PreFilter validates the group as a whole.
+func (pl *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	ch, grouped, err := pl.groups.ChainOf(pod)
+	if !grouped {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	if msg := pl.validate(pod, ch); msg != "" {
+		for _, g := range ch {
+			pl.shared.status.set(g.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonInvalid, msg))
+		}
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	ok, short, err := pl.groups.Quorum(pod, groups.ByExisting)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	if !ok {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, waitingMessage(short))
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions is not needed: the plugin has no Filter.
+func (*Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+func podPriority(p *corev1.Pod) int32 {
+	if p.Spec.Priority != nil {
+		return *p.Spec.Priority
+	}
+	return 0
+}
+
+func podPolicy(p *corev1.Pod) corev1.PreemptionPolicy {
+	if p.Spec.PreemptionPolicy != nil {
+		return *p.Spec.PreemptionPolicy
+	}
+	return corev1.PreemptLowerPriority
+}
+
+// validate checks that all live members of the hierarchy agree with the
+// group (or, for a label group, with each other). It returns the user-facing
+// reason, "" when valid.
+func (pl *Gang) validate(pod *corev1.Pod, ch groups.Chain) string {
+	members := pl.groups.HierarchyMembers(pod, groups.Is(groups.Pending, groups.Assumed, groups.Bound))
+	root := ch.Root()
+	wantPriority, wantPolicy := podPriority(pod), podPolicy(pod)
+	policyMsg := MsgPolicyMismatch
+	if root.Key.Kind != groups.LabelKind {
+		prio, policy, err := groups.ResolvePriority(root, pl.groups.PriorityClasses)
+		if err != nil {
+			return err.Error()
+		}
+		wantPriority, wantPolicy, policyMsg = prio, policy, MsgPolicyMismatchWithGroup
+	}
+	for _, m := range append(members, pod) {
+		switch {
+		case podPriority(m) != wantPriority:
+			return fmt.Sprintf("%s: pod %s has priority %d, the group %d", MsgPriorityMismatch, m.Name, podPriority(m), wantPriority)
+		case podPolicy(m) != wantPolicy:
+			return fmt.Sprintf("%s: pod %s has %s, the group %s", policyMsg, m.Name, podPolicy(m), wantPolicy)
+		case m.Spec.SchedulerName != pod.Spec.SchedulerName:
+			return fmt.Sprintf("%s: pod %s uses %q, pod %s uses %q", MsgSchedulerNameMismatch, m.Name, m.Spec.SchedulerName, pod.Name, pod.Spec.SchedulerName)
+		}
+	}
+	return ""
+}
+
+// Reserve records the member as assumed: it now counts toward quorum.
+func (pl *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
+	pl.groups.MarkAssumed(pod)
+	return nil
+}
+
+// Unreserve undoes Reserve and releases every waiting member of the
+// hierarchy: a gang whose member failed cannot reach quorum this round,
+// and its reservations would only block others.
+func (pl *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+	pl.groups.MarkPending(pod)
+	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s was released; the gang retries as a unit", pod.Namespace, pod.Name))
+}
+
+func (pl *Gang) rejectWaiting(ctx context.Context, pod *corev1.Pod, msg string) {
+	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
+		if m.UID == pod.UID {
+			continue
+		}
+		if wp := pl.handle.GetWaitingPod(m.UID); wp != nil {
+			if wp.Reject(Name, msg) {
+				klog.FromContext(ctx).V(4).Info("Rejected waiting gang member", "pod", klog.KObj(m), "because", msg)
+			}
+		}
+	}
+}
+
+// Permit lets a member through once its whole hierarchy has quorum, and
+// then lets every other waiting member through too.
+func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) (*fwk.Status, time.Duration) {
+	ok, short, err := pl.groups.Quorum(pod, groups.ByPlaced)
+	if err != nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error()), 0
+	}
+	if ok {
+		pl.allowWaiting(pod)
+		return nil, 0
+	}
+	if assumed := pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)); len(assumed) <= 1 {
+		// First member of this attempt: pull siblings that sit in backoff or
+		// the unschedulable queue forward instead of waiting for a flush,
+		// and tell the user the gang is assembling.
+		if leaf, ok := pl.groups.GroupOf(pod.UID); ok {
+			pl.activate(leaf)
+		}
+		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("reserved a node; waiting up to %ds in Permit for the gang: %s", pl.args.PermitWaitingTimeSeconds, waitingMessage(short)))
+	}
+	return fwk.NewStatus(fwk.Wait, waitingMessage(short)), pl.args.permitTimeout()
+}
+
+func (pl *Gang) allowWaiting(pod *corev1.Pod) {
+	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
+		if m.UID == pod.UID {
+			continue
+		}
+		wp := pl.handle.GetWaitingPod(m.UID)
+		if wp == nil {
+			continue
+		}
+		if ok, _, err := pl.groups.Quorum(m, groups.ByPlaced); ok && err == nil {
+			wp.Allow(Name)
+		}
+	}
+}
+
+// PostFilter runs when a member fits nowhere: it releases the waiting
+// siblings and explains the failure on the group. For gangs it stops the
+// pod-level DefaultPreemption from evicting victims for one member of a
+// gang that cannot be placed as a whole.
+func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	ch, grouped, err := pl.groups.ChainOf(pod)
+	if !grouped {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s fits on no node; the gang retries as a unit", pod.Namespace, pod.Name))
+	gang := false
+	for _, g := range ch {
+		gang = gang || g.Gang
+	}
+	if !gang {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if pl.validate(pod, ch) != "" {
+		// PreFilter rejected the group and already said why.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
+	if ok, _, _ := pl.groups.Quorum(pod, groups.ByExisting); !ok {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
+	leaf := ch.Leaf()
+	msg := fmt.Sprintf("member %s fits on no node (%s); %d/%d members placed", pod.Name, pl.summarize(statuses), leaf.Placed, leaf.MinCount)
+	pl.shared.status.set(leaf.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// groupChanged runs after the cache saw a change of group k. It activates
+// held members when their hierarchy just became complete or the group
+// object changed (the queue's own event hints may have run before this
+// cache was updated), and reports a group as scheduled once its quorum is
+// bound.
+func (pl *Gang) groupChanged(k groups.Key, object bool) {
+	if _, ok := pl.groups.Get(k); !ok {
+		pl.shared.status.forget(k)
+		if object {
+			pl.activate(k)
+		}
+		return
+	}
+	root, ok := pl.groups.RootOf(k)
+	if !ok {
+		root = k
+	}
+	complete, _, _ := pl.groups.Satisfied(root, groups.ByExisting)
+	pl.shared.mu.Lock()
+	became := complete && !pl.shared.complete[root]
+	pl.shared.complete[root] = complete
+	pl.shared.mu.Unlock()
+	if became || object {
+		pl.activate(k)
+	}
+	keys := []groups.Key{k}
+	if root != k {
+		keys = append(keys, root)
+	}
+	for _, key := range keys {
+		if sat, have, _ := pl.groups.Satisfied(key, groups.ByBound); sat && have > 0 {
+			msg := fmt.Sprintf("%d %s bound", have, map[bool]string{true: "pods", false: "child groups"}[key.Kind != groups.CompositeKind])
+			pl.shared.status.set(key,
+				condition(v1alpha1.PodGroupSchedulable, metav1.ConditionTrue, v1alpha1.ReasonScheduled, msg),
+				condition(v1alpha1.PodGroupInitiallyScheduled, metav1.ConditionTrue, v1alpha1.ReasonScheduled, msg))
+		}
+	}
+}
+
+// activate moves the pending members of k's hierarchy to the active queue.
+func (pl *Gang) activate(k groups.Key) {
+	pending := pl.groups.Members(k, groups.Is(groups.Pending))
+	if len(pending) == 0 {
+		return
+	}
+	byName := make(map[string]*corev1.Pod, len(pending))
+	for _, p := range pending {
+		byName[p.Namespace+"/"+p.Name] = p
+	}
+	pl.handle.Activate(klog.Background(), byName)
+}
+
+// podEvent records an event on a pod the framework does not report on
+// (gated pods), once per distinct message.
+func (pl *Gang) podEvent(pod *corev1.Pod, reason, msg string) {
+	if pl.shared.events.first(pod.UID, msg) {
+		pl.handle.EventRecorder().Eventf(pod, nil, corev1.EventTypeWarning, reason, "Scheduling", msg)
+	}
+}
+
+type eventDedup struct {
+	mu   sync.Mutex
+	last map[types.UID]string
+}
+
+func newEventDedup() *eventDedup { return &eventDedup{last: map[types.UID]string{}} }
+
+func (d *eventDedup) first(uid types.UID, msg string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last[uid] == msg {
+		return false
+	}
+	// Bounded memory: forgetting old pods only risks a repeated event.
+	if len(d.last) > 100000 {
+		d.last = map[types.UID]string{}
+	}
+	d.last[uid] = msg
+	return true
+}

@@ -1,0 +1,156 @@
+package gang
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+)
+
+// statusWriter writes group conditions off the scheduling path. Callers
+// state the conditions they want; writes for one group coalesce while
+// queued, unchanged conditions are never written, and an overall token
+// bucket bounds the write rate so a storm of failing gangs cannot flood the
+// API server. A scheduling cycle never waits for it.
+type statusWriter struct {
+	client versioned.Interface
+	queue  workqueue.TypedRateLimitingInterface[groups.Key]
+
+	mu      sync.Mutex
+	desired map[groups.Key]map[string]metav1.Condition
+}
+
+func newStatusWriter(ctx context.Context, client versioned.Interface) *statusWriter {
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[groups.Key](100*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[groups.Key]{Limiter: rate.NewLimiter(rate.Limit(50), 100)},
+	)
+	w := &statusWriter{
+		client:  client,
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[groups.Key]{Name: "phalanx-group-status"}),
+		desired: map[groups.Key]map[string]metav1.Condition{},
+	}
+	for i := 0; i < 2; i++ {
+		go w.run(ctx)
+	}
+	go func() {
+		<-ctx.Done()
+		w.queue.ShutDown()
+	}()
+	return w
+}
+
+// set records the desired conditions of a group object. Label groups have
+// no object; their story is told in pod events.
+func (w *statusWriter) set(k groups.Key, conds ...metav1.Condition) {
+	if k.Kind == groups.LabelKind {
+		return
+	}
+	w.mu.Lock()
+	cur := w.desired[k]
+	if cur == nil {
+		cur = map[string]metav1.Condition{}
+		w.desired[k] = cur
+	}
+	changed := false
+	for _, c := range conds {
+		old, ok := cur[c.Type]
+		if ok && old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
+			continue
+		}
+		cur[c.Type] = c
+		changed = true
+	}
+	w.mu.Unlock()
+	if changed {
+		w.queue.AddRateLimited(k)
+	}
+}
+
+// forget drops state of a deleted group.
+func (w *statusWriter) forget(k groups.Key) {
+	w.mu.Lock()
+	delete(w.desired, k)
+	w.mu.Unlock()
+}
+
+func (w *statusWriter) run(ctx context.Context) {
+	for {
+		k, quit := w.queue.Get()
+		if quit {
+			return
+		}
+		err := w.write(ctx, k)
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			w.queue.Forget(k)
+		case ctx.Err() == nil:
+			klog.FromContext(ctx).V(3).Info("Retrying group status write", "group", k, "err", err)
+			w.queue.AddRateLimited(k)
+		}
+		w.queue.Done(k)
+	}
+}
+
+func (w *statusWriter) snapshot(k groups.Key) []metav1.Condition {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []metav1.Condition
+	for _, c := range w.desired[k] {
+		out = append(out, c)
+	}
+	return out
+}
+
+func merge(conds *[]metav1.Condition, want []metav1.Condition) bool {
+	changed := false
+	for _, c := range want {
+		if old := meta.FindStatusCondition(*conds, c.Type); old != nil &&
+			old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
+			continue
+		}
+		meta.SetStatusCondition(conds, c)
+		changed = true
+	}
+	return changed
+}
+
+func (w *statusWriter) write(ctx context.Context, k groups.Key) error {
+	want := w.snapshot(k)
+	if len(want) == 0 {
+		return nil
+	}
+	api := w.client.SchedulingV1alpha1()
+	switch k.Kind {
+	case groups.PodGroupKind:
+		pg, err := api.PodGroups(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !merge(&pg.Status.Conditions, want) {
+			return nil
+		}
+		_, err = api.PodGroups(k.Namespace).UpdateStatus(ctx, pg, metav1.UpdateOptions{})
+		return err
+	case groups.CompositeKind:
+		cpg, err := api.CompositePodGroups(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !merge(&cpg.Status.Conditions, want) {
+			return nil
+		}
+		_, err = api.CompositePodGroups(k.Namespace).UpdateStatus(ctx, cpg, metav1.UpdateOptions{})
+		return err
+	}
+	return nil
+}
