@@ -87,4 +87,3 @@ func (q *QueueSort) Less(a, b fwk.QueuedEntityInfo) bool {
 	}
 	return a.GetTimestamp().Before(b.GetTimestamp())
 }
-
