@@ -105,6 +105,9 @@ func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
 	g.counts[next]++
 	m.State = next
 	m.Pod = pod
+	if next == Bound {
+		m.Node = pod.Spec.NodeName
+	}
 	c.pods[pod.UID] = a.Key
 }
 
@@ -134,12 +137,15 @@ func (c *Cache) removeMemberLocked(k Key, uid types.UID) {
 }
 
 // MarkAssumed records that the scheduler reserved the pod (Reserve).
-func (c *Cache) MarkAssumed(pod *corev1.Pod) { c.setState(pod, Assumed) }
+func (c *Cache) MarkAssumed(pod *corev1.Pod) { c.setState(pod, Assumed, "") }
+
+// MarkAssumedOn records that the scheduler reserved the pod on node.
+func (c *Cache) MarkAssumedOn(pod *corev1.Pod, node string) { c.setState(pod, Assumed, node) }
 
 // MarkPending records that a reservation was undone (Unreserve).
-func (c *Cache) MarkPending(pod *corev1.Pod) { c.setState(pod, Pending) }
+func (c *Cache) MarkPending(pod *corev1.Pod) { c.setState(pod, Pending, "") }
 
-func (c *Cache) setState(pod *corev1.Pod, s State) {
+func (c *Cache) setState(pod *corev1.Pod, s State, node string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k, ok := c.pods[pod.UID]
@@ -154,6 +160,7 @@ func (c *Cache) setState(pod *corev1.Pod, s State) {
 	g.counts[m.State]--
 	g.counts[s]++
 	m.State = s
+	m.Node = node
 }
 
 // SetPodGroup records a PodGroup object.
@@ -513,4 +520,49 @@ func (c *Cache) RootOf(k Key) (Key, bool) {
 		return Key{}, false
 	}
 	return chain[len(chain)-1].Key, true
+}
+
+// Tree is a copy of one hierarchy, for planning.
+type Tree struct {
+	Info
+	// Members of a leaf, sorted by name.
+	Members  []Member
+	Children []*Tree
+}
+
+// TreeOf returns a copy of the whole hierarchy that group k belongs to,
+// from its root. Missing or broken links are an error.
+func (c *Cache) TreeOf(k Key) (*Tree, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	chain, err := c.chainLocked(k)
+	if err != nil {
+		return nil, err
+	}
+	return c.treeLocked(chain[len(chain)-1], 0), nil
+}
+
+func (c *Cache) treeLocked(g *Group, depth int) *Tree {
+	t := &Tree{Info: infoOf(g)}
+	if g.IsLeaf() {
+		for _, m := range g.members {
+			t.Members = append(t.Members, *m)
+		}
+		sort.Slice(t.Members, func(i, j int) bool { return t.Members[i].Pod.Name < t.Members[j].Pod.Name })
+		return t
+	}
+	if depth >= v1alpha1.MaxTreeDepth {
+		return t
+	}
+	keys := make([]Key, 0, len(g.children))
+	for ck := range g.children {
+		if ch := c.groups[ck]; ch != nil && ch.Exists {
+			keys = append(keys, ck)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	for _, ck := range keys {
+		t.Children = append(t.Children, c.treeLocked(c.groups[ck], depth+1))
+	}
+	return t
 }

@@ -68,6 +68,9 @@ const (
 type Member struct {
 	Pod   *corev1.Pod
 	State State
+	// Node is where an Assumed member was reserved; Bound members carry
+	// pod.spec.nodeName.
+	Node string
 }
 
 // Group is one node of a group tree. Its fields are a snapshot: callers get

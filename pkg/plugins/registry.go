@@ -7,6 +7,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/queuesort"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
 // Registry lists the out-of-tree plugins of the Phalanx scheduler. Both
@@ -16,5 +17,6 @@ func Registry() []app.Option {
 	return []app.Option{
 		app.WithPlugin(queuesort.Name, queuesort.New),
 		app.WithPlugin(gang.Name, gang.New),
+		app.WithPlugin(topology.Name, topology.New),
 	}
 }

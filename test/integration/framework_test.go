@@ -33,11 +33,23 @@ import (
 
 func TestMain(m *testing.M) {
 	// The control plane logs a lot at info level; keep test output readable.
+	// PHALANX_TEST_LOG=/path/file[:verbosity] writes the control plane's
+	// logs there, for debugging a failing test.
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
 	_ = fs.Set("logtostderr", "false")
 	_ = fs.Set("stderrthreshold", "FATAL")
 	klog.SetOutput(io.Discard)
+	if dest := os.Getenv("PHALANX_TEST_LOG"); dest != "" {
+		path, v, _ := strings.Cut(dest, ":")
+		if v == "" {
+			v = "4"
+		}
+		if f, err := os.Create(path); err == nil {
+			_ = fs.Set("v", v)
+			klog.SetOutput(f)
+		}
+	}
 	os.Exit(m.Run())
 }
 

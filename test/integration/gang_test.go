@@ -322,11 +322,12 @@ func TestPermitTimeoutReleasesEverything(t *testing.T) {
 	cfg := strings.Replace(string(config.SecondScheduler), "permitWaitingTimeSeconds: 60", "permitWaitingTimeSeconds: 2", 1)
 	require.Contains(t, cfg, "permitWaitingTimeSeconds: 2")
 	c := startCluster(t, sandbox.Options{Scheduler: true, SchedulerConfig: []byte(cfg)})
-	addNodes(t, c, "n", 3, "4", 0)
+	addNodes(t, c, "n", 4, "4", 0)
 	ns := namespace(t, c)
 	createPodGroup(t, c, ns, gangPG("g", 4))
 	// The 4th member exists (quorum of pods is present) but is held by a
-	// scheduling gate, so the other 3 reserve all 3 nodes and wait.
+	// scheduling gate: the planner places all 4 (nominating the 4th's node),
+	// the other 3 reserve their nodes and wait for it in Permit.
 	for i := 0; i < 3; i++ {
 		createPods(t, c, ns, member{name: fmt.Sprintf("g-%d", i), labels: inGroup("g"), cpu: "4"})
 	}

@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
 // Custom resources the plugin reacts to; the scheduler watches them through
@@ -83,18 +84,23 @@ func queueIf(b bool) fwk.QueueingHint {
 }
 
 // summarize counts the filter reasons across nodes, most frequent first,
-// e.g. "0/4 nodes fit: 4 Insufficient nvidia.com/gpu".
-func (pl *Gang) summarize(statuses fwk.NodeToStatusReader) string {
+// e.g. "0/4 nodes fit: 4 Insufficient nvidia.com/gpu". planner is true when
+// the group planner rejected the member on every node: it has already
+// written a better explanation on the group.
+func (pl *Gang) summarize(statuses fwk.NodeToStatusReader) (msg string, planner bool) {
 	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
-		return "node list unavailable"
+		return "node list unavailable", false
 	}
 	counts := map[string]int{}
+	planner = len(nodes) > 0
 	for _, n := range nodes {
 		st := statuses.Get(n.Node().Name)
 		if st == nil || st.IsSuccess() {
+			planner = false
 			continue
 		}
+		planner = planner && st.Plugin() == topology.Name
 		for _, r := range st.Reasons() {
 			counts[r]++
 		}
@@ -116,5 +122,5 @@ func (pl *Gang) summarize(statuses fwk.NodeToStatusReader) string {
 		}
 		parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
 	}
-	return fmt.Sprintf("0/%d nodes fit: %s", len(nodes), strings.Join(parts, ", "))
+	return fmt.Sprintf("0/%d nodes fit: %s", len(nodes), strings.Join(parts, ", ")), planner
 }

@@ -19,13 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	restclient "k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -59,7 +58,7 @@ var (
 // shared is the per-scheduler state every profile's instance uses: one
 // status writer, so two profiles never race on the same group's status.
 type shared struct {
-	status *statusWriter
+	status *groupstatus.Writer
 	events *eventDedup
 
 	mu sync.Mutex
@@ -90,14 +89,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		pl.shared = s
 		return pl, nil
 	}
-	cfg := restclient.CopyConfig(h.KubeConfig())
-	cfg.ContentType = "application/json"
-	cfg.AcceptContentTypes = "application/json"
-	client, err := versioned.NewForConfig(cfg)
+	writer, err := groupstatus.For(ctx, fed, h.KubeConfig())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	pl.shared = &shared{status: newStatusWriter(ctx, client), events: newEventDedup(), complete: map[groups.Key]bool{}}
+	pl.shared = &shared{status: writer, events: newEventDedup(), complete: map[groups.Key]bool{}}
 	sharedFor[fed] = pl.shared
 	fed.Subscribe(pl.groupChanged)
 	go func() {
@@ -112,9 +108,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 // Name returns the plugin name.
 func (*Gang) Name() string { return Name }
 
-func condition(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
-	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}
-}
+var condition = groupstatus.Condition
 
 func waitingMessage(s groups.Shortfall) string {
 	if s.Leaf {
@@ -135,7 +129,7 @@ func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 		return nil
 	}
 	msg := fmt.Sprintf("%s (%s)", waitingMessage(short), short.Key)
-	pl.shared.status.set(short.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPods, waitingMessage(short)))
+	pl.shared.status.Set(short.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPods, waitingMessage(short)))
 	pl.podEvent(pod, "WaitingForGang", msg)
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
@@ -151,7 +145,7 @@ func (pl *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod
 	}
 	if msg := pl.validate(pod, ch); msg != "" {
 		for _, g := range ch {
-			pl.shared.status.set(g.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonInvalid, msg))
+			pl.shared.status.Set(g.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonInvalid, msg))
 		}
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
@@ -211,8 +205,8 @@ func (pl *Gang) validate(pod *corev1.Pod, ch groups.Chain) string {
 }
 
 // Reserve records the member as assumed: it now counts toward quorum.
-func (pl *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
-	pl.groups.MarkAssumed(pod)
+func (pl *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, node string) *fwk.Status {
+	pl.groups.MarkAssumedOn(pod, node)
 	return nil
 }
 
@@ -303,8 +297,11 @@ func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Po
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
 	leaf := ch.Leaf()
-	msg := fmt.Sprintf("member %s fits on no node (%s); %d/%d members placed", pod.Name, pl.summarize(statuses), leaf.Placed, leaf.MinCount)
-	pl.shared.status.set(leaf.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+	summary, byPlanner := pl.summarize(statuses)
+	msg := fmt.Sprintf("member %s fits on no node (%s); %d/%d members placed", pod.Name, summary, leaf.Placed, leaf.MinCount)
+	if !byPlanner {
+		pl.shared.status.Set(leaf.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+	}
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
 
@@ -315,7 +312,7 @@ func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Po
 // bound.
 func (pl *Gang) groupChanged(k groups.Key, object bool) {
 	if _, ok := pl.groups.Get(k); !ok {
-		pl.shared.status.forget(k)
+		pl.shared.status.Forget(k)
 		if object {
 			pl.activate(k)
 		}
@@ -340,7 +337,7 @@ func (pl *Gang) groupChanged(k groups.Key, object bool) {
 	for _, key := range keys {
 		if sat, have, _ := pl.groups.Satisfied(key, groups.ByBound); sat && have > 0 {
 			msg := fmt.Sprintf("%d %s bound", have, map[bool]string{true: "pods", false: "child groups"}[key.Kind != groups.CompositeKind])
-			pl.shared.status.set(key,
+			pl.shared.status.Set(key,
 				condition(v1alpha1.PodGroupSchedulable, metav1.ConditionTrue, v1alpha1.ReasonScheduled, msg),
 				condition(v1alpha1.PodGroupInitiallyScheduled, metav1.ConditionTrue, v1alpha1.ReasonScheduled, msg))
 		}

@@ -1,7 +1,10 @@
-package gang
+// Package groupstatus writes PodGroup and CompositePodGroup conditions for
+// the scheduler's plugins, off the scheduling path.
+package groupstatus
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -9,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -16,12 +20,12 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
-// statusWriter writes group conditions off the scheduling path. Callers
+// Writer writes group conditions off the scheduling path. Callers
 // state the conditions they want; writes for one group coalesce while
 // queued, unchanged conditions are never written, and an overall token
 // bucket bounds the write rate so a storm of failing gangs cannot flood the
 // API server. A scheduling cycle never waits for it.
-type statusWriter struct {
+type Writer struct {
 	client versioned.Interface
 	queue  workqueue.TypedRateLimitingInterface[groups.Key]
 
@@ -29,12 +33,12 @@ type statusWriter struct {
 	desired map[groups.Key]map[string]metav1.Condition
 }
 
-func newStatusWriter(ctx context.Context, client versioned.Interface) *statusWriter {
+func newWriter(ctx context.Context, client versioned.Interface) *Writer {
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[groups.Key](100*time.Millisecond, 30*time.Second),
 		&workqueue.TypedBucketRateLimiter[groups.Key]{Limiter: rate.NewLimiter(rate.Limit(50), 100)},
 	)
-	w := &statusWriter{
+	w := &Writer{
 		client:  client,
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[groups.Key]{Name: "phalanx-group-status"}),
 		desired: map[groups.Key]map[string]metav1.Condition{},
@@ -49,9 +53,9 @@ func newStatusWriter(ctx context.Context, client versioned.Interface) *statusWri
 	return w
 }
 
-// set records the desired conditions of a group object. Label groups have
+// Set records the desired conditions of a group object. Label groups have
 // no object; their story is told in pod events.
-func (w *statusWriter) set(k groups.Key, conds ...metav1.Condition) {
+func (w *Writer) Set(k groups.Key, conds ...metav1.Condition) {
 	if k.Kind == groups.LabelKind {
 		return
 	}
@@ -76,14 +80,14 @@ func (w *statusWriter) set(k groups.Key, conds ...metav1.Condition) {
 	}
 }
 
-// forget drops state of a deleted group.
-func (w *statusWriter) forget(k groups.Key) {
+// Forget drops state of a deleted group.
+func (w *Writer) Forget(k groups.Key) {
 	w.mu.Lock()
 	delete(w.desired, k)
 	w.mu.Unlock()
 }
 
-func (w *statusWriter) run(ctx context.Context) {
+func (w *Writer) run(ctx context.Context) {
 	for {
 		k, quit := w.queue.Get()
 		if quit {
@@ -101,7 +105,7 @@ func (w *statusWriter) run(ctx context.Context) {
 	}
 }
 
-func (w *statusWriter) snapshot(k groups.Key) []metav1.Condition {
+func (w *Writer) snapshot(k groups.Key) []metav1.Condition {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []metav1.Condition
@@ -124,7 +128,7 @@ func merge(conds *[]metav1.Condition, want []metav1.Condition) bool {
 	return changed
 }
 
-func (w *statusWriter) write(ctx context.Context, k groups.Key) error {
+func (w *Writer) write(ctx context.Context, k groups.Key) error {
 	want := w.snapshot(k)
 	if len(want) == 0 {
 		return nil
@@ -153,4 +157,40 @@ func (w *statusWriter) write(ctx context.Context, k groups.Key) error {
 		return err
 	}
 	return nil
+}
+
+var (
+	writersMu sync.Mutex
+	writers   = map[*groups.Fed]*Writer{}
+)
+
+// For returns the one Writer of the scheduler that owns fed, so plugins of
+// every profile coalesce into the same queue instead of racing.
+func For(ctx context.Context, fed *groups.Fed, cfg *restclient.Config) (*Writer, error) {
+	writersMu.Lock()
+	defer writersMu.Unlock()
+	if w := writers[fed]; w != nil {
+		return w, nil
+	}
+	c := restclient.CopyConfig(cfg)
+	c.ContentType = "application/json"
+	c.AcceptContentTypes = "application/json"
+	client, err := versioned.NewForConfig(c)
+	if err != nil {
+		return nil, fmt.Errorf("group status client: %w", err)
+	}
+	w := newWriter(ctx, client)
+	writers[fed] = w
+	go func() {
+		<-ctx.Done()
+		writersMu.Lock()
+		delete(writers, fed)
+		writersMu.Unlock()
+	}()
+	return w, nil
+}
+
+// Condition builds a condition stamped now.
+func Condition(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}
 }

@@ -1,0 +1,112 @@
+package gang
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+func rawArgs(contentType, raw string) runtime.Object {
+	return &runtime.Unknown{Raw: []byte(raw), ContentType: contentType}
+}
+
+func TestDecodeArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		obj     runtime.Object
+		want    int64
+		errHas  []string
+		timeout time.Duration
+	}{
+		{
+			name: "no args at all default to 60 seconds",
+			obj:  nil,
+			want: 60, timeout: time.Minute,
+		},
+		{
+			name: "args without a body default to 60 seconds",
+			obj:  &runtime.Unknown{},
+			want: 60, timeout: time.Minute,
+		},
+		{
+			name: "an empty object defaults to 60 seconds",
+			obj:  rawArgs(runtime.ContentTypeJSON, `{}`),
+			want: 60,
+		},
+		{
+			name: "zero means the default",
+			obj:  rawArgs(runtime.ContentTypeJSON, `{"permitWaitingTimeSeconds":0}`),
+			want: 60,
+		},
+		{
+			name: "a value in range is kept",
+			obj:  rawArgs(runtime.ContentTypeJSON, `{"permitWaitingTimeSeconds":5}`),
+			want: 5, timeout: 5 * time.Second,
+		},
+		{
+			name: "the lower bound 1 is accepted",
+			obj:  rawArgs(runtime.ContentTypeJSON, `{"permitWaitingTimeSeconds":1}`),
+			want: 1,
+		},
+		{
+			name: "the upper bound 3600 is accepted",
+			obj:  rawArgs(runtime.ContentTypeJSON, `{"permitWaitingTimeSeconds":3600}`),
+			want: 3600, timeout: time.Hour,
+		},
+		{
+			name: "YAML args are decoded",
+			obj:  rawArgs(runtime.ContentTypeYAML, "permitWaitingTimeSeconds: 120\n"),
+			want: 120,
+		},
+		{
+			name: "JSON is assumed when no content type is given",
+			obj:  rawArgs("", `{"permitWaitingTimeSeconds":7}`),
+			want: 7,
+		},
+		{
+			name:   "a negative value is an error naming the field and the range",
+			obj:    rawArgs(runtime.ContentTypeJSON, `{"permitWaitingTimeSeconds":-1}`),
+			errHas: []string{"permitWaitingTimeSeconds=-1", "1 to 3600", Name},
+		},
+		{
+			name:   "a value above 3600 is an error naming the field and the range",
+			obj:    rawArgs(runtime.ContentTypeJSON, `{"permitWaitingTimeSeconds":3601}`),
+			errHas: []string{"permitWaitingTimeSeconds=3601", "1 to 3600", Name},
+		},
+		{
+			name:   "a value of the wrong type is a decode error",
+			obj:    rawArgs(runtime.ContentTypeJSON, `{"permitWaitingTimeSeconds":"5"}`),
+			errHas: []string{"decode", Name},
+		},
+		{
+			name:   "malformed JSON is a decode error",
+			obj:    rawArgs(runtime.ContentTypeJSON, `{`),
+			errHas: []string{"decode", Name},
+		},
+		{
+			name:   "an unsupported content type is a decode error",
+			obj:    rawArgs("application/vnd.kubernetes.protobuf", `{}`),
+			errHas: []string{"decode", Name},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeArgs(tt.obj)
+			if tt.errHas != nil {
+				require.Error(t, err)
+				for _, s := range tt.errHas {
+					assert.Contains(t, err.Error(), s)
+				}
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got.PermitWaitingTimeSeconds)
+			if tt.timeout != 0 {
+				assert.Equal(t, tt.timeout, got.permitTimeout())
+			}
+		})
+	}
+}

@@ -1,0 +1,22 @@
+package topology
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+var (
+	planDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Name:           "phalanx_plan_duration_seconds",
+		Help:           "Time to plan the placement of one group hierarchy.",
+		Buckets:        metrics.ExponentialBuckets(0.0001, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	})
+	registerOnce sync.Once
+)
+
+func init() {
+	registerOnce.Do(func() { legacyregistry.MustRegister(planDuration) })
+}

@@ -1,0 +1,426 @@
+// Package topology places a whole group at once. When the first member of
+// a group without a valid plan reaches PreFilter, the plugin runs the pure
+// planner (pkg/placement) over the scheduler's snapshot for every pending
+// member of the hierarchy, top-down through its topology domains. Every
+// member's PreFilter then narrows the nodes to its planned one, so the
+// framework's Filter runs on one node instead of all of them, and the
+// planned capacity is nominated so other pods do not take it.
+//
+// A gang that cannot be placed as a whole fails here, before any member
+// reserves anything: that is what keeps two big gangs from each grabbing
+// half a cluster. A plan whose node fails the real Filter is dropped and the
+// group re-plans instead of binding part of itself.
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
+	"github.com/phalanx-sched/phalanx/pkg/placement"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration.
+const Name = "PhalanxTopology"
+
+// Args configure the plugin.
+//
+//	pluginConfig:
+//	- name: PhalanxTopology
+//	  args:
+//	    domainPolicy: BestFit     # BestFit | WorstFit | FirstFit
+//	    planTTLSeconds: 30
+type Args struct {
+	// DomainPolicy picks among feasible domains. BestFit (default) takes the
+	// one left fullest, which keeps big domains whole for big gangs.
+	DomainPolicy string `json:"domainPolicy,omitempty"`
+	// PlanTTLSeconds bounds how long a plan is trusted. Default 30.
+	PlanTTLSeconds int64 `json:"planTTLSeconds,omitempty"`
+}
+
+// DecodeArgs reads and validates the args, applying defaults.
+func DecodeArgs(obj runtime.Object) (Args, placement.Options, error) {
+	args := Args{}
+	if obj != nil {
+		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+			return args, placement.Options{}, fmt.Errorf("decode %s args: %w", Name, err)
+		}
+	}
+	opts := placement.Options{}
+	switch args.DomainPolicy {
+	case "", "BestFit":
+		args.DomainPolicy, opts.DomainPolicy = "BestFit", placement.BestFit
+	case "WorstFit":
+		opts.DomainPolicy = placement.WorstFit
+	case "FirstFit":
+		opts.DomainPolicy = placement.FirstFit
+	default:
+		return args, opts, fmt.Errorf("%s args: domainPolicy %q is not supported: use BestFit, WorstFit or FirstFit", Name, args.DomainPolicy)
+	}
+	if args.PlanTTLSeconds == 0 {
+		args.PlanTTLSeconds = 30
+	}
+	if args.PlanTTLSeconds < 1 || args.PlanTTLSeconds > 600 {
+		return args, opts, fmt.Errorf("%s args: planTTLSeconds=%d is out of range: use 1 to 600", Name, args.PlanTTLSeconds)
+	}
+	return args, opts, nil
+}
+
+// A failed plan answers for the group's other members while the snapshot
+// is unchanged, so a gang that cannot fit costs one planning run per change
+// of the cluster, not one per member. infeasibleReuse caps that as a safety.
+const infeasibleReuse = 10 * time.Second
+
+// fingerprint changes whenever any node's state in the snapshot changes:
+// node generations only grow, so their sum moves with every update.
+type fingerprint struct {
+	nodes int
+	gens  int64
+}
+
+func fingerprintOf(infos []fwk.NodeInfo) fingerprint {
+	f := fingerprint{nodes: len(infos)}
+	for _, ni := range infos {
+		f.gens += ni.GetGeneration()
+	}
+	return f
+}
+
+type plan struct {
+	created     time.Time
+	snapshot    fingerprint
+	assignments map[string]string // pod key -> node
+	domains     map[string]string // group key string -> domain value
+	keys        map[string]string // group key string -> topology key
+	nominated   []*corev1.Pod
+	infeasible  *placement.Infeasible
+}
+
+// Topology implements the planning extension points.
+type Topology struct {
+	handle fwk.Handle
+	groups *groups.Fed
+	status *groupstatus.Writer
+	args   Args
+	opts   placement.Options
+
+	mu    sync.Mutex
+	plans map[groups.Key]*plan
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &Topology{}
+	_ fwk.FilterPlugin      = &Topology{}
+	_ fwk.PostFilterPlugin  = &Topology{}
+	_ fwk.ReservePlugin     = &Topology{}
+	_ fwk.EnqueueExtensions = &Topology{}
+)
+
+// New builds the plugin.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, opts, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	fed, err := groups.Shared(ctx, h.SharedInformerFactory(), h.KubeConfig())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	w, err := groupstatus.For(ctx, fed, h.KubeConfig())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	t := &Topology{handle: h, groups: fed, status: w, args: args, opts: opts, plans: map[groups.Key]*plan{}}
+	fed.Subscribe(t.groupChanged)
+	return t, nil
+}
+
+// groupChanged drops the plan of a hierarchy whose group objects changed
+// (minCount, parent links): the plan was made for the old definition.
+func (t *Topology) groupChanged(k groups.Key, object bool) {
+	if !object {
+		return
+	}
+	root, ok := t.groups.RootOf(k)
+	if !ok {
+		root = k
+	}
+	t.drop(root)
+	if root != k {
+		t.drop(k)
+	}
+}
+
+// Name returns the plugin name.
+func (*Topology) Name() string { return Name }
+
+func (t *Topology) rootOf(pod *corev1.Pod) (groups.Key, bool) {
+	a, grouped, err := groups.Attach(pod)
+	if !grouped || err != nil {
+		return groups.Key{}, false
+	}
+	return t.groups.RootOf(a.Key)
+}
+
+// PreFilter narrows a member to its planned node, planning the group first
+// when needed.
+func (t *Topology) PreFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	root, ok := t.rootOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	key := podKey(pod)
+	p := t.usablePlan(root, key)
+	if p == nil {
+		var st *fwk.Status
+		if p, st = t.replan(ctx, root); st != nil {
+			return nil, st
+		}
+	}
+	if p.infeasible != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, p.infeasible.Reason)
+	}
+	node, ok := p.assignments[key]
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "no room for this member in its group's domain")
+	}
+	return &fwk.PreFilterResult{NodeNames: sets.New(node)}, nil
+}
+
+// usablePlan returns the stored plan for root when it can answer for pod.
+func (t *Topology) usablePlan(root groups.Key, key string) *plan {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.plans[root]
+	if p == nil {
+		return nil
+	}
+	age := time.Since(p.created)
+	if p.infeasible != nil {
+		infos, err := t.handle.SnapshotSharedLister().NodeInfos().List()
+		if err == nil && age < infeasibleReuse && fingerprintOf(infos) == p.snapshot {
+			return p
+		}
+		return nil
+	}
+	if age > time.Duration(t.args.PlanTTLSeconds)*time.Second {
+		return nil
+	}
+	node, ok := p.assignments[key]
+	if !ok {
+		return nil
+	}
+	if _, err := t.handle.SnapshotSharedLister().NodeInfos().Get(node); err != nil {
+		return nil
+	}
+	return p
+}
+
+func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	tree, err := t.groups.TreeOf(root)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	input, members := planInput(tree)
+	infos, err := t.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("list snapshot nodes: %w", err))
+	}
+	nodes := nodesFromSnapshot(infos, t.handle.NominatedPodsForNode, members)
+	start := time.Now()
+	result, err := placement.PlanGroup(nodes, input, t.opts)
+	planDuration.Observe(time.Since(start).Seconds())
+	p := &plan{created: time.Now(), snapshot: fingerprintOf(infos)}
+	var inf *placement.Infeasible
+	switch {
+	case errors.As(err, &inf):
+		p.infeasible = inf
+		logger.V(3).Info("Group cannot be placed", "group", root, "reason", inf.Reason)
+		t.reportInfeasible(tree, inf)
+	case err != nil:
+		return nil, fwk.AsStatus(fmt.Errorf("plan group %s: %w", root, err))
+	default:
+		p.assignments = result.Assignments
+		p.domains = result.Domains
+		p.keys = map[string]string{}
+		collectKeys(tree, p.keys)
+		p.nominated = t.nominate(logger, tree, result.Assignments)
+		logger.V(4).Info("Planned group", "group", root, "pods", len(result.Assignments), "domains", result.Domains)
+	}
+	t.mu.Lock()
+	old := t.plans[root]
+	t.plans[root] = p
+	t.mu.Unlock()
+	if old != nil {
+		t.unnominate(old, p)
+	}
+	return p, nil
+}
+
+func collectKeys(t *groups.Tree, into map[string]string) {
+	if t.TopologyKey != "" {
+		into[t.Key.String()] = t.TopologyKey
+	}
+	for _, ch := range t.Children {
+		collectKeys(ch, into)
+	}
+}
+
+// nominate records the planned node of every pending member, so other pods'
+// Filter accounts for the room promised to them.
+func (t *Topology) nominate(logger klog.Logger, tree *groups.Tree, assignments map[string]string) []*corev1.Pod {
+	var out []*corev1.Pod
+	var walk func(*groups.Tree)
+	walk = func(tr *groups.Tree) {
+		for _, m := range tr.Members {
+			if m.State != groups.Pending {
+				continue
+			}
+			node, ok := assignments[podKey(m.Pod)]
+			if !ok {
+				continue
+			}
+			pi, err := framework.NewPodInfo(m.Pod)
+			if err != nil {
+				continue
+			}
+			t.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride})
+			out = append(out, m.Pod)
+		}
+		for _, ch := range tr.Children {
+			walk(ch)
+		}
+	}
+	walk(tree)
+	return out
+}
+
+// unnominate drops nominations of an old plan that a new plan does not
+// repeat.
+func (t *Topology) unnominate(old, replacement *plan) {
+	for _, pod := range old.nominated {
+		if replacement != nil {
+			if _, still := replacement.assignments[podKey(pod)]; still {
+				continue
+			}
+		}
+		t.handle.DeleteNominatedPodIfExists(pod)
+	}
+}
+
+// drop forgets root's plan, e.g. when a planned node turned out not to fit.
+func (t *Topology) drop(root groups.Key) {
+	t.mu.Lock()
+	old := t.plans[root]
+	delete(t.plans, root)
+	t.mu.Unlock()
+	if old != nil {
+		t.unnominate(old, nil)
+	}
+}
+
+func (t *Topology) reportInfeasible(tree *groups.Tree, inf *placement.Infeasible) {
+	var find func(*groups.Tree) *groups.Tree
+	find = func(tr *groups.Tree) *groups.Tree {
+		if tr.Key.String() == inf.Group {
+			return tr
+		}
+		for _, ch := range tr.Children {
+			if f := find(ch); f != nil {
+				return f
+			}
+		}
+		return nil
+	}
+	target := find(tree)
+	if target == nil {
+		target = tree
+	}
+	cond := groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, inf.Reason)
+	t.status.Set(target.Key, cond)
+	if target.Key != tree.Key {
+		t.status.Set(tree.Key, cond)
+	}
+}
+
+// Filter keeps a member inside its group's planned domains: defence in
+// depth for members scheduled while their plan changed.
+func (t *Topology) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	ch, grouped, err := t.groups.ChainOf(pod)
+	if !grouped || err != nil {
+		return nil
+	}
+	t.mu.Lock()
+	p := t.plans[ch.Root().Key]
+	t.mu.Unlock()
+	if p == nil || p.infeasible != nil {
+		return nil
+	}
+	labels := ni.Node().Labels
+	for _, g := range ch {
+		name := g.Key.String()
+		domain, ok := p.domains[name]
+		if !ok || g.TopologyKey == "" {
+			continue
+		}
+		if labels[g.TopologyKey] != domain {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+				fmt.Sprintf("node is outside %s's domain %s=%s", g.Key, g.TopologyKey, domain))
+		}
+	}
+	return nil
+}
+
+// PostFilter drops the plan of a member that could not be placed: the
+// snapshot moved on, and the group must re-plan as a whole.
+func (t *Topology) PostFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if root, ok := t.rootOf(pod); ok {
+		t.mu.Lock()
+		p := t.plans[root]
+		t.mu.Unlock()
+		if p != nil && p.infeasible == nil {
+			t.drop(root)
+		}
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// PreFilterExtensions are not needed: plans are computed against the
+// snapshot and preemption re-plans.
+func (*Topology) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Reserve does nothing: the reservation is the framework's.
+func (*Topology) Reserve(context.Context, fwk.CycleState, *corev1.Pod, string) *fwk.Status { return nil }
+
+// Unreserve drops the plan: a member failed after reserving, so the gang
+// retries as a unit and must not trust room computed before.
+func (t *Topology) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+	if root, ok := t.rootOf(pod); ok {
+		t.drop(root)
+	}
+}
+
+// EventsToRegister lists events that can make room for a group the
+// planner rejected.
+func (t *Topology) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}},
+	}, nil
+}
