@@ -405,7 +405,9 @@ func (t *Topology) PostFilter(_ context.Context, _ fwk.CycleState, pod *corev1.P
 func (*Topology) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Reserve does nothing: the reservation is the framework's.
-func (*Topology) Reserve(context.Context, fwk.CycleState, *corev1.Pod, string) *fwk.Status { return nil }
+func (*Topology) Reserve(context.Context, fwk.CycleState, *corev1.Pod, string) *fwk.Status {
+	return nil
+}
 
 // Unreserve drops the plan: a member failed after reserving, so the gang
 // retries as a unit and must not trust room computed before.
