@@ -77,6 +77,7 @@ func up(args []string) error {
 		Scheduler:            true,
 		AlsoDefaultScheduler: true,
 		NodeAgent:            true,
+		Controllers:          true,
 	})
 	if err != nil {
 		return err

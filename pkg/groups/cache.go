@@ -466,6 +466,16 @@ func (c *Cache) Members(k Key, keep func(State) bool) []*corev1.Pod {
 }
 
 func (c *Cache) walkLeavesLocked(g *Group, depth int, fn func(*Group)) {
+	c.walkLeavesVisited(g, depth, map[Key]bool{}, fn)
+}
+
+// walkLeavesVisited visits each group once, so a cyclic parent chain (which
+// ChainOf reports as an error) cannot yield a leaf twice.
+func (c *Cache) walkLeavesVisited(g *Group, depth int, seen map[Key]bool, fn func(*Group)) {
+	if seen[g.Key] {
+		return
+	}
+	seen[g.Key] = true
 	if g.IsLeaf() {
 		fn(g)
 		return
@@ -475,7 +485,7 @@ func (c *Cache) walkLeavesLocked(g *Group, depth int, fn func(*Group)) {
 	}
 	for ck := range g.children {
 		if ch := c.groups[ck]; ch != nil {
-			c.walkLeavesLocked(ch, depth+1, fn)
+			c.walkLeavesVisited(ch, depth+1, seen, fn)
 		}
 	}
 }

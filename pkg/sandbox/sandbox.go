@@ -45,6 +45,9 @@ type Options struct {
 	AlsoDefaultScheduler bool
 	// NodeAgent marks bound pods Running and completes their deletion.
 	NodeAgent bool
+	// Controllers runs the Phalanx controllers (pkg/controller), upstream's
+	// Job controller and the garbage collector in-process.
+	Controllers bool
 	// NoUpstreamWorkloadAPI keeps scheduling.k8s.io/v1beta1 workload
 	// feature gates at their defaults (off).
 	NoUpstreamWorkloadAPI bool
@@ -137,6 +140,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	if opts.NodeAgent {
 		startNodeAgent(ctx, c.Client)
+	}
+	if opts.Controllers {
+		if err = c.startControllers(ctx); err != nil {
+			return c, err
+		}
 	}
 	if opts.Scheduler {
 		if _, err = c.StartScheduler(ctx); err != nil {

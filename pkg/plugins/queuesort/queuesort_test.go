@@ -75,7 +75,8 @@ func entity(t *testing.T, pod *corev1.Pod, queued time.Time) *framework.QueuedPo
 // fixture is a group cache with:
 //   - PodGroup "old" created at minute 0 and PodGroup "new" created at 60,
 //   - PodGroups "a" and "b", both created at minute 30,
-//   - composite "root" created at 10 over PodGroup "leaf" created at 50,
+//   - composite "root" created at 10 over PodGroups "leaf" created at 50
+//     and "leaf2" created at 5,
 //   - a label gang "lg" whose members were created at 20 and 40,
 //   - a pod attached to PodGroup "ghost", which does not exist.
 func fixture(t *testing.T) *QueueSort {
@@ -87,6 +88,7 @@ func fixture(t *testing.T) *QueueSort {
 	fed.SetPodGroup(podGroup("b", at(30), ""))
 	fed.SetComposite(composite("root", at(10)))
 	fed.SetPodGroup(podGroup("leaf", at(50), "root"))
+	fed.SetPodGroup(podGroup("leaf2", at(5), "root"))
 	fed.AddOrUpdatePod(newPod("lg-1", at(40), inLabelGang("lg")))
 	fed.AddOrUpdatePod(newPod("lg-0", at(20), inLabelGang("lg")))
 	return &QueueSort{groups: fed}
@@ -171,7 +173,7 @@ func TestLess(t *testing.T) {
 		},
 		{
 			name: "members of different leaves of one hierarchy are ordered by pod name",
-			a:    newPod("m-1", at(9), inGroup("leaf")),
+			a:    newPod("m-1", at(9), inGroup("leaf2")),
 			b:    newPod("m-2", at(1), inGroup("leaf")),
 		},
 		{
@@ -202,8 +204,9 @@ func TestLessTimestampDoesNotOverrideCreation(t *testing.T) {
 	assert.True(t, q.Less(older, newer), "a pod's creation time orders it, not its time in the queue")
 }
 
-// mix is 3 gangs with members created at interleaved times, a two-leaf
-// hierarchy, and plain pods, all at priority 0.
+// mix is 3 gangs with members created at interleaved times, a hierarchy
+// whose two leaves' members interleave by name, and plain pods, all at
+// priority 0.
 func mix() (pods []*corev1.Pod, block map[string][]string) {
 	block = map[string][]string{}
 	add := func(b string, p *corev1.Pod) {
@@ -213,10 +216,10 @@ func mix() (pods []*corev1.Pod, block map[string][]string) {
 		}
 	}
 	for i := range 4 {
-		add("a", newPod(fmt.Sprintf("a-%d", i), at(61-10*i), inGroup("a")))          // group at 30
-		add("b", newPod(fmt.Sprintf("b-%d", i), at(5+20*i), inGroup("b")))           // group at 30
-		add("lg", newPod(fmt.Sprintf("lg-%d", i+2), at(25+20*i), inLabelGang("lg"))) // gang at 20
-		add("root", newPod(fmt.Sprintf("leaf-%d", i), at(12+i), inGroup("leaf")))    // root at 10
+		add("a", newPod(fmt.Sprintf("a-%d", i), at(61-10*i), inGroup("a")))                               // group at 30
+		add("b", newPod(fmt.Sprintf("b-%d", i), at(5+20*i), inGroup("b")))                                // group at 30
+		add("lg", newPod(fmt.Sprintf("lg-%d", i+2), at(25+20*i), inLabelGang("lg")))                      // gang at 20
+		add("root", newPod(fmt.Sprintf("leaf-%d", i), at(12+i), inGroup([]string{"leaf", "leaf2"}[i%2]))) // root at 10
 	}
 	for _, m := range []int{0, 10, 15, 20, 30, 31, 45} {
 		add("", newPod(fmt.Sprintf("plain-%02d", m), at(m)))

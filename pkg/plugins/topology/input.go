@@ -14,10 +14,10 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 )
 
-// nodesFromSnapshot converts the scheduler's snapshot into planner input.
+// NodesFromSnapshot converts the scheduler's snapshot into planner input.
 // Capacity nominated to pods outside the hierarchy being planned counts as
 // used, so two plans never promise the same room.
-func nodesFromSnapshot(infos []fwk.NodeInfo, nominated func(node string) []fwk.PodInfo, inHierarchy map[types.UID]bool) []placement.Node {
+func NodesFromSnapshot(infos []fwk.NodeInfo, nominated func(node string) []fwk.PodInfo, inHierarchy map[types.UID]bool) []placement.Node {
 	out := make([]placement.Node, 0, len(infos))
 	for _, ni := range infos {
 		node := ni.Node()
@@ -40,7 +40,7 @@ func nodesFromSnapshot(infos []fwk.NodeInfo, nominated func(node string) []fwk.P
 			if inHierarchy[pod.UID] {
 				continue
 			}
-			for name, v := range requests(pod) {
+			for name, v := range Requests(pod) {
 				pn.Requested[name] += v
 			}
 			pn.PodCount++
@@ -62,8 +62,8 @@ func fromResource(r fwk.Resource) placement.Resources {
 	return out
 }
 
-// requests are a pod's effective requests in planner units (milli-cpu).
-func requests(pod *corev1.Pod) placement.Resources {
+// Requests are a pod's effective requests in planner units (milli-cpu).
+func Requests(pod *corev1.Pod) placement.Resources {
 	out := placement.Resources{}
 	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
 		if name == corev1.ResourceCPU {
@@ -78,7 +78,7 @@ func requests(pod *corev1.Pod) placement.Resources {
 // shapeKey identifies pods the planner may treat as interchangeable.
 func shapeKey(pod *corev1.Pod) string {
 	var b strings.Builder
-	req := requests(pod)
+	req := Requests(pod)
 	names := make([]string, 0, len(req))
 	for n := range req {
 		names = append(names, string(n))
@@ -95,22 +95,22 @@ func shapeKey(pod *corev1.Pod) string {
 }
 
 func shapeOf(pod *corev1.Pod) placement.Shape {
-	s := placement.Shape{Requests: requests(pod), Tolerations: pod.Spec.Tolerations, NodeSelector: pod.Spec.NodeSelector}
+	s := placement.Shape{Requests: Requests(pod), Tolerations: pod.Spec.Tolerations, NodeSelector: pod.Spec.NodeSelector}
 	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
 		s.RequiredAffinity = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
 	}
 	return s
 }
 
-// podKey identifies a pod in a plan by UID: a re-created pod with the same
+// PodKey identifies a pod in a plan by UID: a re-created pod with the same
 // name is a different member and must not inherit the old one's node.
-func podKey(p *corev1.Pod) string { return string(p.UID) }
+func PodKey(p *corev1.Pod) string { return string(p.UID) }
 
-// planInput turns a group hierarchy into the planner's tree. Members
+// PlanInput turns a group hierarchy into the planner's tree. Members
 // reserved or bound are fixed (they pin the domain and count toward
 // quorum); pending members are to be placed. It also returns the UIDs of
 // every member, so their own nominations are not counted against them.
-func planInput(t *groups.Tree) (*placement.Group, map[types.UID]bool) {
+func PlanInput(t *groups.Tree) (*placement.Group, map[types.UID]bool) {
 	uids := map[types.UID]bool{}
 	var build func(t *groups.Tree) *placement.Group
 	build = func(t *groups.Tree) *placement.Group {
@@ -132,7 +132,7 @@ func planInput(t *groups.Tree) (*placement.Group, map[types.UID]bool) {
 			switch m.State {
 			case groups.Assumed, groups.Bound:
 				if m.Node != "" {
-					g.Bound = append(g.Bound, placement.BoundPod{Key: podKey(m.Pod), Node: m.Node})
+					g.Bound = append(g.Bound, placement.BoundPod{Key: PodKey(m.Pod), Node: m.Node})
 				}
 			case groups.Pending:
 				k := shapeKey(m.Pod)
@@ -142,7 +142,7 @@ func planInput(t *groups.Tree) (*placement.Group, map[types.UID]bool) {
 					shapes[k] = idx
 					g.Shapes = append(g.Shapes, shapeOf(m.Pod))
 				}
-				g.Pending = append(g.Pending, placement.Pod{Key: podKey(m.Pod), Shape: idx})
+				g.Pending = append(g.Pending, placement.Pod{Key: PodKey(m.Pod), Shape: idx})
 			}
 		}
 		return g

@@ -183,7 +183,7 @@ func (t *Topology) PreFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	key := podKey(pod)
+	key := PodKey(pod)
 	p := t.usablePlan(root, key)
 	if p == nil {
 		var st *fwk.Status
@@ -236,12 +236,12 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	input, members := planInput(tree)
+	input, members := PlanInput(tree)
 	infos, err := t.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("list snapshot nodes: %w", err))
 	}
-	nodes := nodesFromSnapshot(infos, t.handle.NominatedPodsForNode, members)
+	nodes := NodesFromSnapshot(infos, t.handle.NominatedPodsForNode, members)
 	start := time.Now()
 	result, err := placement.PlanGroup(nodes, input, t.opts)
 	planDuration.Observe(time.Since(start).Seconds())
@@ -291,7 +291,7 @@ func (t *Topology) nominate(logger klog.Logger, tree *groups.Tree, assignments m
 			if m.State != groups.Pending {
 				continue
 			}
-			node, ok := assignments[podKey(m.Pod)]
+			node, ok := assignments[PodKey(m.Pod)]
 			if !ok {
 				continue
 			}
@@ -315,7 +315,7 @@ func (t *Topology) nominate(logger klog.Logger, tree *groups.Tree, assignments m
 func (t *Topology) unnominate(old, replacement *plan) {
 	for _, pod := range old.nominated {
 		if replacement != nil {
-			if _, still := replacement.assignments[podKey(pod)]; still {
+			if _, still := replacement.assignments[PodKey(pod)]; still {
 				continue
 			}
 		}
