@@ -6,6 +6,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/queuesort"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
@@ -18,5 +19,6 @@ func Registry() []app.Option {
 		app.WithPlugin(queuesort.Name, queuesort.New),
 		app.WithPlugin(gang.Name, gang.New),
 		app.WithPlugin(topology.Name, topology.New),
+		app.WithPlugin(preemption.Name, preemption.New),
 	}
 }

@@ -1,0 +1,23 @@
+package preemption
+
+import (
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+var (
+	preemptions = metrics.NewCounter(&metrics.CounterOpts{
+		Name:           "phalanx_group_preemptions_total",
+		Help:           "Group-level preemptions performed.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	victimsTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Name:           "phalanx_preemption_victims_total",
+		Help:           "Pods evicted by group-level preemption.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+func init() {
+	legacyregistry.MustRegister(preemptions, victimsTotal)
+}

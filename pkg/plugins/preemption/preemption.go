@@ -1,0 +1,324 @@
+// Package preemption is workload-aware preemption: when a group cannot be
+// placed, it evicts the cheapest set of lower-priority victims that lets
+// the WHOLE group fit (inside one domain per topology constraint), treating
+// disruptionMode: all groups and hierarchies as indivisible units. When no
+// victim set can make the whole group fit, nothing is evicted.
+//
+// The search is pkg/placement.FindVictims; this package only gathers its
+// input from the snapshot and the group cache, and acts on the answer:
+// DisruptionTarget conditions, deletions, nominations, and a guard against
+// preempting again for a group whose earlier victims are still terminating.
+package preemption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
+	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration.
+const Name = "PhalanxPreemption"
+
+// victimWait bounds how long a group waits for its earlier victims before
+// it may preempt again (a victim stuck terminating must not block forever).
+const victimWait = 2 * time.Minute
+
+type pendingEviction struct {
+	victims map[types.UID]string // uid -> namespace/name
+	at      time.Time
+}
+
+// Preemption implements the group-level PostFilter.
+type Preemption struct {
+	handle fwk.Handle
+	groups *groups.Fed
+	status *groupstatus.Writer
+	pods   corelisters.PodLister
+
+	mu      sync.Mutex
+	pending map[groups.Key]*pendingEviction
+}
+
+var _ fwk.PostFilterPlugin = &Preemption{}
+
+// New builds the plugin.
+func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	fed, err := groups.Shared(ctx, h.SharedInformerFactory(), h.KubeConfig())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	w, err := groupstatus.For(ctx, fed, h.KubeConfig())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	return &Preemption{
+		handle:  h,
+		groups:  fed,
+		status:  w,
+		pods:    h.SharedInformerFactory().Core().V1().Pods().Lister(),
+		pending: map[groups.Key]*pendingEviction{},
+	}, nil
+}
+
+// Name returns the plugin name.
+func (*Preemption) Name() string { return Name }
+
+// PostFilter preempts for a group. Plain pods are left to DefaultPreemption
+// (Unschedulable lets the next PostFilter run).
+func (p *Preemption) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	ch, grouped, err := p.groups.ChainOf(pod)
+	if !grouped || err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	gang := false
+	for _, g := range ch {
+		gang = gang || g.Gang
+	}
+	if !gang {
+		// Best-effort groups gain from every single pod placed: pod-level
+		// DefaultPreemption serves them.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	root := ch.Root()
+	logger := klog.FromContext(ctx)
+	if root.Key.Kind == groups.LabelKind {
+		// A label group has no group priority of its own; its members share
+		// the pod's (PreFilter enforces it).
+		root.Priority = pod.Spec.Priority
+		if root.Priority == nil {
+			zero := int32(0)
+			root.Priority = &zero
+		}
+		root.PreemptionPolicy = pod.Spec.PreemptionPolicy
+	}
+	prio, policy, err := groups.ResolvePriority(root, p.groups.PriorityClasses)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
+	}
+	if policy == corev1.PreemptNever {
+		msg := "not preempting: the group's preemptionPolicy is Never"
+		p.status.Set(ch.Leaf().Key, groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	}
+	if left := p.victimsLeft(root.Key); left > 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("waiting for %d preempted pods to terminate", left))
+	}
+
+	tree, err := p.groups.TreeOf(root.Key)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
+	}
+	input, members := topology.PlanInput(tree)
+	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	nodes := topology.NodesFromSnapshot(infos, p.handle.NominatedPodsForNode, members)
+	victims, byKey := p.candidates(infos, prio, members)
+	if len(victims) == 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "no lower-priority pods to preempt")
+	}
+	start := time.Now()
+	result, err := placement.FindVictims(nodes, victims, input, prio, placement.PreemptOptions{})
+	logger.V(4).Info("Searched victims", "group", root.Key, "candidates", len(victims), "duration", time.Since(start))
+	var inf *placement.Infeasible
+	if errors.As(err, &inf) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "preemption cannot make the whole group fit: "+inf.Reason)
+	}
+	if err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("search victims for %s: %w", root.Key, err))
+	}
+
+	chosen := make([]*corev1.Pod, 0, len(result.Victims))
+	for _, k := range result.Victims {
+		chosen = append(chosen, byKey[k])
+	}
+	p.remember(root.Key, chosen)
+	p.nominate(logger, tree, result.Plan)
+	go p.evict(context.WithoutCancel(ctx), pod, root.Key, chosen)
+
+	node := result.Plan.Assignments[topology.PodKey(pod)]
+	msg := fmt.Sprintf("preempting %d pods (%d units, highest priority %d) so the whole group fits", len(result.Victims), len(result.Units), result.MaxVictimPriority)
+	logger.V(2).Info("Group preemption", "group", root.Key, "victims", result.Victims, "node", node)
+	preemptions.Inc()
+	victimsTotal.Add(float64(len(result.Victims)))
+	if node == "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	}
+	return framework.NewPostFilterResultWithNominatedNode(node), fwk.NewStatus(fwk.Success, msg)
+}
+
+// candidates lists every pod on a node with priority below prio, with its
+// eviction unit: the pod alone, its PodGroup with disruptionMode all, or the
+// highest CompositePodGroup with disruptionMode all above it.
+func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[types.UID]bool) ([]placement.Victim, map[string]*corev1.Pod) {
+	var out []placement.Victim
+	byKey := map[string]*corev1.Pod{}
+	for _, ni := range infos {
+		for _, pi := range ni.GetPods() {
+			pod := pi.GetPod()
+			if members[pod.UID] || pod.DeletionTimestamp != nil {
+				continue
+			}
+			v := placement.Victim{
+				Key:      topology.PodKey(pod),
+				Node:     ni.Node().Name,
+				Requests: topology.Requests(pod),
+				Priority: podPriority(pod),
+				Created:  pod.CreationTimestamp.UnixNano(),
+			}
+			if ch, grouped, err := p.groups.ChainOf(pod); grouped && err == nil {
+				// The root's priority is authoritative for grouped victims.
+				if rp, _, err := groups.ResolvePriority(ch.Root(), p.groups.PriorityClasses); err == nil && ch.Root().Key.Kind != groups.LabelKind {
+					v.Priority = rp
+				}
+				for _, g := range ch {
+					if g.DisruptionAll {
+						v.Unit = g.Key.String()
+					}
+				}
+			}
+			if v.Priority >= prio {
+				continue
+			}
+			out = append(out, v)
+			byKey[v.Key] = pod
+		}
+	}
+	return out, byKey
+}
+
+func podPriority(pod *corev1.Pod) int32 {
+	if pod.Spec.Priority != nil {
+		return *pod.Spec.Priority
+	}
+	return 0
+}
+
+func (p *Preemption) remember(root groups.Key, victims []*corev1.Pod) {
+	pe := &pendingEviction{victims: map[types.UID]string{}, at: time.Now()}
+	for _, v := range victims {
+		pe.victims[v.UID] = v.Namespace + "/" + v.Name
+	}
+	p.mu.Lock()
+	p.pending[root] = pe
+	p.mu.Unlock()
+}
+
+// victimsLeft counts earlier victims of root that still exist, so a group
+// never preempts again while its last victims terminate.
+func (p *Preemption) victimsLeft(root groups.Key) int {
+	p.mu.Lock()
+	pe := p.pending[root]
+	p.mu.Unlock()
+	if pe == nil || time.Since(pe.at) > victimWait {
+		return 0
+	}
+	left := 0
+	for uid, name := range pe.victims {
+		ns, n := splitKey(name)
+		if pod, err := p.pods.Pods(ns).Get(n); err == nil && pod.UID == uid {
+			left++
+		}
+	}
+	if left == 0 {
+		p.mu.Lock()
+		delete(p.pending, root)
+		p.mu.Unlock()
+	}
+	return left
+}
+
+func splitKey(k string) (string, string) {
+	for i := 0; i < len(k); i++ {
+		if k[i] == '/' {
+			return k[:i], k[i+1:]
+		}
+	}
+	return "", k
+}
+
+// nominate reserves the freed room for the group's pending members.
+func (p *Preemption) nominate(logger klog.Logger, tree *groups.Tree, plan *placement.Plan) {
+	if plan == nil {
+		return
+	}
+	var walk func(*groups.Tree)
+	walk = func(t *groups.Tree) {
+		for _, m := range t.Members {
+			if m.State != groups.Pending {
+				continue
+			}
+			node, ok := plan.Assignments[topology.PodKey(m.Pod)]
+			if !ok {
+				continue
+			}
+			if pi, err := framework.NewPodInfo(m.Pod); err == nil {
+				p.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride})
+			}
+		}
+		for _, ch := range t.Children {
+			walk(ch)
+		}
+	}
+	walk(tree)
+}
+
+// evict marks each victim with a DisruptionTarget condition, marks victim
+// groups, then deletes the victims.
+func (p *Preemption) evict(ctx context.Context, preemptor *corev1.Pod, root groups.Key, victims []*corev1.Pod) {
+	logger := klog.FromContext(ctx)
+	client := p.handle.ClientSet()
+	msg := fmt.Sprintf("%s: preempted so that group %s can run", Name, root)
+	marked := map[groups.Key]bool{}
+	for _, v := range victims {
+		cond := &corev1.PodCondition{
+			Type:               corev1.DisruptionTarget,
+			Status:             corev1.ConditionTrue,
+			Reason:             corev1.PodReasonPreemptionByScheduler,
+			Message:            msg,
+			LastTransitionTime: metav1.Now(),
+		}
+		updated := v.DeepCopy()
+		setPodCondition(&updated.Status, cond)
+		if _, err := client.CoreV1().Pods(v.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			logger.V(2).Info("Could not set DisruptionTarget on victim", "pod", klog.KObj(v), "err", err)
+		}
+		if a, grouped, err := groups.Attach(v); grouped && err == nil && !marked[a.Key] {
+			marked[a.Key] = true
+			p.status.Set(a.Key, groupstatus.Condition(v1alpha1.DisruptionTarget, metav1.ConditionTrue, v1alpha1.ReasonPreemptionByScheduler, msg))
+		}
+		p.handle.EventRecorder().Eventf(v, preemptor, corev1.EventTypeNormal, "Preempted", "Preempting", "Preempted by group %s", root)
+		if err := client.CoreV1().Pods(v.Namespace).Delete(ctx, v.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &v.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			logger.Error(err, "Could not delete victim", "pod", klog.KObj(v))
+		}
+	}
+}
+
+func setPodCondition(status *corev1.PodStatus, cond *corev1.PodCondition) {
+	for i := range status.Conditions {
+		if status.Conditions[i].Type == cond.Type {
+			status.Conditions[i] = *cond
+			return
+		}
+	}
+	status.Conditions = append(status.Conditions, *cond)
+}

@@ -1,0 +1,197 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/sandbox"
+)
+
+// preemptionCluster starts a cluster with a node agent (victims really go
+// away) and low/high PriorityClasses.
+func preemptionCluster(t *testing.T, topology *sandbox.Topology) *sandbox.Cluster {
+	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, Topology: topology})
+	never := corev1.PreemptNever
+	for _, pc := range []*schedulingv1.PriorityClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: "low"}, Value: 10},
+		{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000},
+		{ObjectMeta: metav1.ObjectMeta{Name: "high-never"}, Value: 1000, PreemptionPolicy: &never},
+	} {
+		_, err := c.Client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	return c
+}
+
+// podNames lists the pods of ns (not terminating) with the given prefix.
+func podNames(t *testing.T, c *sandbox.Cluster, ns, prefix string) []string {
+	pods, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, prefix) && p.DeletionTimestamp == nil {
+			out = append(out, p.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func highGang(t *testing.T, c *sandbox.Cluster, ns, name string, n int, cpu string, mutate func(*v1alpha1.PodGroup)) {
+	pg := gangPG(name, int32(n))
+	pg.Spec.PriorityClassName = "high"
+	if mutate != nil {
+		mutate(pg)
+	}
+	createPodGroup(t, c, ns, pg)
+	for i := 0; i < n; i++ {
+		createPods(t, c, ns, member{name: fmt.Sprintf("%s-%d", name, i), labels: inGroup(name), cpu: cpu, priorityClass: pg.Spec.PriorityClassName})
+	}
+}
+
+func waitBound(t *testing.T, c *sandbox.Cluster, ns, prefix string, n int) {
+	eventually(t, 60*time.Second, fmt.Sprintf("%d %s* pods bound", n, prefix), func() (bool, error) {
+		return boundWithPrefix(t, c, ns, prefix) == n, nil
+	})
+}
+
+// TestBalloonPreemption is seed 004's balloon case: a high-priority gang of
+// 8 on a cluster filled with 16 low-priority balloons evicts exactly 8.
+func TestBalloonPreemption(t *testing.T) {
+	c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 2, NodesPerRack: 8, CPU: "4", Memory: "32Gi", Pods: 110})
+	ns := namespace(t, c)
+	for i := 0; i < 16; i++ {
+		createPods(t, c, ns, member{name: fmt.Sprintf("balloon-%02d", i), cpu: "4", priorityClass: "low"})
+	}
+	waitBound(t, c, ns, "balloon-", 16)
+	highGang(t, c, ns, "job", 8, "4", nil)
+	waitBound(t, c, ns, "job-", 8)
+	consistently(t, 2*time.Second, "8 balloons keep running", func() bool {
+		return len(podNames(t, c, ns, "balloon-")) == 8 && boundWithPrefix(t, c, ns, "balloon-") == 8
+	})
+}
+
+// TestAllModeVictimIsOneUnit: the cheaper option by the documented order is
+// taken: 2 independent pods rather than a 4-pod disruptionMode-all gang.
+func TestAllModeVictimIsOneUnit(t *testing.T) {
+	c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 6, CPU: "4", Memory: "32Gi", Pods: 110})
+	ns := namespace(t, c)
+	pg := gangPG("victim", 4)
+	pg.Spec.PriorityClassName = "low"
+	pg.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
+	createPodGroup(t, c, ns, pg)
+	for i := 0; i < 4; i++ {
+		createPods(t, c, ns, member{name: fmt.Sprintf("victim-%d", i), labels: inGroup("victim"), cpu: "4", priorityClass: "low"})
+	}
+	waitBound(t, c, ns, "victim-", 4)
+	createPods(t, c, ns,
+		member{name: "single-0", cpu: "4", priorityClass: "low"},
+		member{name: "single-1", cpu: "4", priorityClass: "low"})
+	waitBound(t, c, ns, "single-", 2)
+
+	highGang(t, c, ns, "job", 2, "4", nil)
+	waitBound(t, c, ns, "job-", 2)
+	assert.Empty(t, podNames(t, c, ns, "single-"), "the two independent pods were the cheapest victims")
+	assert.Len(t, podNames(t, c, ns, "victim-"), 4, "the all-mode gang is untouched")
+}
+
+// TestCompositeAllEvictsTheWholeHierarchy: needing one pod's room inside a
+// hierarchy rooted at an all-mode composite evicts every pod under it.
+func TestCompositeAllEvictsTheWholeHierarchy(t *testing.T) {
+	c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 4, CPU: "4", Memory: "32Gi", Pods: 110})
+	ctx := context.Background()
+	ns := namespace(t, c)
+	root := composite("training", 2)
+	root.Spec.PriorityClassName = "low"
+	root.Spec.DisruptionMode = &v1alpha1.CompositeDisruptionMode{All: &v1alpha1.AllCompositeDisruptionMode{}}
+	_, err := c.Phalanx.SchedulingV1alpha1().CompositePodGroups(ns).Create(ctx, root, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for _, child := range []string{"part-a", "part-b"} {
+		pg := gangPG(child, 2)
+		pg.Spec.ParentCompositePodGroupName = ptr.To("training")
+		createPodGroup(t, c, ns, pg)
+		for i := 0; i < 2; i++ {
+			createPods(t, c, ns, member{name: fmt.Sprintf("%s-%d", child, i), labels: inGroup(child), cpu: "4", priorityClass: "low"})
+		}
+	}
+	waitBound(t, c, ns, "part-", 4)
+	highGang(t, c, ns, "job", 1, "4", nil)
+	waitBound(t, c, ns, "job-", 1)
+	eventually(t, 30*time.Second, "the whole hierarchy evicted", func() (bool, error) {
+		return len(podNames(t, c, ns, "part-")) == 0, nil
+	})
+}
+
+// TestPreemptionRefusals: Never, equal priority and no partial benefit all
+// evict nothing.
+func TestPreemptionRefusals(t *testing.T) {
+	c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 4, CPU: "4", Memory: "32Gi", Pods: 110})
+	ns := namespace(t, c)
+	for i := 0; i < 4; i++ {
+		createPods(t, c, ns, member{name: fmt.Sprintf("low-%d", i), cpu: "4", priorityClass: "low"})
+	}
+	waitBound(t, c, ns, "low-", 4)
+
+	t.Run("a gang with preemptionPolicy Never stays pending and says why", func(t *testing.T) {
+		gns := namespace(t, c)
+		// The class carries the policy, so the pods' own policy matches the group's.
+		highGang(t, c, gns, "never", 2, "4", func(pg *v1alpha1.PodGroup) { pg.Spec.PriorityClassName = "high-never" })
+		waitGroupCondition(t, c, gns, "never", v1alpha1.PodGroupSchedulable, "preemptionPolicy is Never")
+		consistently(t, 3*time.Second, "nothing evicted", func() bool { return len(podNames(t, c, ns, "low-")) == 4 })
+		assert.Equal(t, 0, boundWithPrefix(t, c, gns, "never-"))
+	})
+
+	t.Run("a gang of equal priority evicts nothing", func(t *testing.T) {
+		gns := namespace(t, c)
+		pg := gangPG("peer", 2)
+		pg.Spec.PriorityClassName = "low"
+		createPodGroup(t, c, gns, pg)
+		for i := 0; i < 2; i++ {
+			createPods(t, c, gns, member{name: fmt.Sprintf("peer-%d", i), labels: inGroup("peer"), cpu: "4", priorityClass: "low"})
+		}
+		failedSchedulingFor(t, c, gns, "peer-0")
+		consistently(t, 3*time.Second, "nothing evicted", func() bool { return len(podNames(t, c, ns, "low-")) == 4 })
+	})
+
+	t.Run("a gang that cannot fit even after evicting everything evicts nothing", func(t *testing.T) {
+		gns := namespace(t, c)
+		highGang(t, c, gns, "huge", 5, "4", nil)
+		failedSchedulingFor(t, c, gns, "huge-0")
+		consistently(t, 3*time.Second, "nothing evicted", func() bool { return len(podNames(t, c, ns, "low-")) == 4 })
+	})
+}
+
+// TestPreemptionPicksTheCheapestRack: the rack-constrained gang fits in rack
+// A by evicting 3 pods or in rack B by evicting 1; rack B is chosen.
+func TestPreemptionPicksTheCheapestRack(t *testing.T) {
+	c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 2, NodesPerRack: 3, CPU: "4", Memory: "32Gi", Pods: 110})
+	ctx := context.Background()
+	ns := namespace(t, c)
+	// Rack 0: all 3 nodes busy. Rack 1: 1 busy, 2 free.
+	busy := []string{"node-z0-r0-n0", "node-z0-r0-n1", "node-z0-r0-n2", "node-z0-r1-n0"}
+	for i, node := range busy {
+		p := pinnedFiller(fmt.Sprintf("low-%d", i), node, "4")
+		p.Spec.PriorityClassName = "low"
+		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	waitBound(t, c, ns, "low-", 4)
+	highGang(t, c, ns, "job", 3, "4", func(pg *v1alpha1.PodGroup) {
+		pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{Topology: topo(sandbox.RackLabel)}
+	})
+	waitBound(t, c, ns, "job-", 3)
+	assert.Equal(t, []string{"low-0", "low-1", "low-2"}, podNames(t, c, ns, "low-"), "only the rack-1 pod was evicted")
+	assert.Equal(t, map[string]int{"zone-0-rack-1": 3}, domainsOf(t, c, ns, "job-", sandbox.RackLabel))
+}
