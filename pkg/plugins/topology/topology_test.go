@@ -1,0 +1,91 @@
+package topology
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/placement"
+)
+
+func TestDecodeArgs(t *testing.T) {
+	cases := []struct {
+		name    string
+		raw     string
+		want    Args
+		policy  placement.DomainPolicy
+		wantErr string
+	}{
+		{name: "no args default to BestFit and 30 seconds", raw: "", want: Args{DomainPolicy: "BestFit", PlanTTLSeconds: 30}, policy: placement.BestFit},
+		{name: "WorstFit is accepted", raw: `{"domainPolicy":"WorstFit","planTTLSeconds":5}`, want: Args{DomainPolicy: "WorstFit", PlanTTLSeconds: 5}, policy: placement.WorstFit},
+		{name: "FirstFit is accepted", raw: `{"domainPolicy":"FirstFit"}`, want: Args{DomainPolicy: "FirstFit", PlanTTLSeconds: 30}, policy: placement.FirstFit},
+		{name: "an unknown policy names the field", raw: `{"domainPolicy":"Random"}`, wantErr: `domainPolicy "Random" is not supported`},
+		{name: "a TTL above 600 is rejected", raw: `{"planTTLSeconds":601}`, wantErr: "planTTLSeconds=601 is out of range"},
+		{name: "a negative TTL is rejected", raw: `{"planTTLSeconds":-1}`, wantErr: "planTTLSeconds=-1 is out of range"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var obj runtime.Object
+			if tc.raw != "" {
+				obj = &runtime.Unknown{Raw: []byte(tc.raw), ContentType: runtime.ContentTypeJSON}
+			}
+			args, opts, err := DecodeArgs(obj)
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, args)
+			assert.Equal(t, tc.policy, opts.DomainPolicy)
+		})
+	}
+}
+
+func testPod(name string, cpu string, node string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
+			Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}},
+		}}},
+	}
+}
+
+func TestPlanInputGroupsPodsByShapeAndFixesPlacedMembers(t *testing.T) {
+	tree := &groups.Tree{
+		Info: groups.Info{Key: groups.Key{Kind: groups.CompositeKind, Namespace: "ns", Name: "root"}, Gang: true, MinGroupCount: 1, TopologyKey: "zone"},
+		Children: []*groups.Tree{{
+			Info: groups.Info{Key: groups.Key{Kind: groups.PodGroupKind, Namespace: "ns", Name: "leaf"}, Gang: true, MinCount: 3, TopologyKey: "rack"},
+			Members: []groups.Member{
+				{Pod: testPod("a", "1", ""), State: groups.Pending},
+				{Pod: testPod("b", "1", ""), State: groups.Pending},
+				{Pod: testPod("c", "2", ""), State: groups.Pending},
+				{Pod: testPod("d", "1", ""), State: groups.Assumed, Node: "n1"},
+				{Pod: testPod("e", "1", "n2"), State: groups.Bound, Node: "n2"},
+				{Pod: testPod("f", "1", ""), State: groups.Finished},
+			},
+		}},
+	}
+	g, uids := PlanInput(tree)
+	require.Len(t, g.Children, 1)
+	assert.Equal(t, placement.Gang, g.Policy)
+	assert.Equal(t, 1, g.MinGroupCount)
+	assert.Equal(t, "zone", g.TopologyKey)
+	leaf := g.Children[0]
+	assert.Equal(t, 3, leaf.MinCount)
+	assert.Equal(t, "rack", leaf.TopologyKey)
+	assert.Len(t, leaf.Shapes, 2, "1-cpu and 2-cpu pods form two shapes")
+	assert.Len(t, leaf.Pending, 3)
+	assert.Equal(t, leaf.Pending[0].Shape, leaf.Pending[1].Shape, "identical pods share a shape")
+	assert.NotEqual(t, leaf.Pending[0].Shape, leaf.Pending[2].Shape)
+	assert.Equal(t, []placement.BoundPod{{Key: "uid-d", Node: "n1"}, {Key: "uid-e", Node: "n2"}}, leaf.Bound)
+	assert.Len(t, uids, 6, "every member's own nominations are excluded")
+	assert.Equal(t, int64(2000), Requests(testPod("x", "2", ""))[corev1.ResourceCPU], "cpu is in millicores")
+}
