@@ -285,14 +285,23 @@ func TestPlainPodsAreBoundByPhalanx(t *testing.T) {
 	eventually(t, 30*time.Second, "10 pods bound", func() (bool, error) {
 		return len(boundPods(t, c, ns)) == 10, nil
 	})
-	events, err := c.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
+	// Events are recorded asynchronously: wait for all ten.
 	scheduledBy := map[string]int{}
-	for _, e := range events.Items {
-		if e.Reason == "Scheduled" {
-			scheduledBy[e.ReportingController]++
+	eventually(t, 30*time.Second, "10 Scheduled events", func() (bool, error) {
+		events, err := c.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
 		}
-	}
+		scheduledBy = map[string]int{}
+		total := 0
+		for _, e := range events.Items {
+			if e.Reason == "Scheduled" {
+				scheduledBy[e.ReportingController]++
+				total++
+			}
+		}
+		return total >= 10, nil
+	})
 	assert.Equal(t, map[string]int{"phalanx-scheduler": 10}, scheduledBy, "every Scheduled event comes from the phalanx-scheduler profile")
 
 	t.Run("a pod that fits nowhere stays pending with a reason", func(t *testing.T) {

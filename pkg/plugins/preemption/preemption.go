@@ -31,6 +31,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
@@ -83,9 +84,13 @@ func (*Preemption) Name() string { return Name }
 
 // PostFilter preempts for a group. Plain pods are left to DefaultPreemption
 // (Unschedulable lets the next PostFilter run).
-func (p *Preemption) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (p *Preemption) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	ch, grouped, err := p.groups.ChainOf(pod)
 	if !grouped || err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if rejectedByGang(statuses, p.handle) {
+		// The group itself is invalid or incomplete: evicting cannot help.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	gang := false
@@ -204,6 +209,18 @@ func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[ty
 		}
 	}
 	return out, byKey
+}
+
+// rejectedByGang reports whether the gang plugin, not a lack of room,
+// rejected the pod (it rejects in PreFilter, so every node carries its
+// status).
+func rejectedByGang(statuses fwk.NodeToStatusReader, h fwk.Handle) bool {
+	nodes, err := h.SnapshotSharedLister().NodeInfos().List()
+	if err != nil || len(nodes) == 0 {
+		return false
+	}
+	st := statuses.Get(nodes[0].Node().Name)
+	return st != nil && st.Plugin() == gang.Name
 }
 
 func podPriority(pod *corev1.Pod) int32 {

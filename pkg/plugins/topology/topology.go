@@ -196,7 +196,13 @@ func (t *Topology) PreFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.
 	}
 	node, ok := p.assignments[key]
 	if !ok {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "no room for this member in its group's domain")
+		msg := fmt.Sprintf("no room for member %s in its group's domain: %d members placed by the plan", pod.Name, len(p.assignments))
+		if a, grouped, err := groups.Attach(pod); grouped && err == nil {
+			if info, ok := t.groups.Get(a.Key); ok && info.Bound == 0 {
+				t.status.Set(a.Key, groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+			}
+		}
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	return &fwk.PreFilterResult{NodeNames: sets.New(node)}, nil
 }
