@@ -58,8 +58,9 @@ var (
 // shared is the per-scheduler state every profile's instance uses: one
 // status writer, so two profiles never race on the same group's status.
 type shared struct {
-	status *groupstatus.Writer
-	events *eventDedup
+	status   *groupstatus.Writer
+	events   *eventDedup
+	attempts *attempts
 
 	mu sync.Mutex
 	// complete remembers which hierarchies had all their members present,
@@ -93,15 +94,16 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	pl.shared = &shared{status: writer, events: newEventDedup(), complete: map[groups.Key]bool{}}
+	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), complete: map[groups.Key]bool{}}
 	sharedFor[fed] = pl.shared
 	fed.Subscribe(pl.groupChanged)
-	go func() {
+	go func(s *shared) {
 		<-ctx.Done()
 		sharedMu.Lock()
 		delete(sharedFor, fed)
 		sharedMu.Unlock()
-	}()
+		s.attempts.reset()
+	}(pl.shared)
 	return pl, nil
 }
 
@@ -219,6 +221,8 @@ func (pl *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod
 }
 
 func (pl *Gang) rejectWaiting(ctx context.Context, pod *corev1.Pod, msg string) {
+	root, known := pl.hierarchyOf(pod.UID)
+	pl.shared.attempts.failed(root, known, pod.UID, pl.args.permitTimeout())
 	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
 		if m.UID == pod.UID {
 			continue
@@ -239,6 +243,9 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error()), 0
 	}
 	if ok {
+		if root, grouped := pl.hierarchyOf(pod.UID); grouped {
+			pl.shared.attempts.allowed(root)
+		}
 		pl.allowWaiting(pod)
 		return nil, 0
 	}
@@ -250,6 +257,9 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _
 			pl.activate(leaf)
 		}
 		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("reserved a node; waiting up to %ds in Permit for the gang: %s", pl.args.PermitWaitingTimeSeconds, waitingMessage(short)))
+	}
+	if root, grouped := pl.hierarchyOf(pod.UID); grouped {
+		pl.shared.attempts.waiting(root, pod.UID)
 	}
 	return fwk.NewStatus(fwk.Wait, waitingMessage(short)), pl.args.permitTimeout()
 }
