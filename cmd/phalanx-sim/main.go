@@ -24,6 +24,8 @@ const usage = `phalanx-sim runs a Kubernetes sandbox with the Phalanx scheduler 
 
 Usage:
   phalanx-sim up [flags]   start the sandbox and serve until Ctrl-C
+  phalanx-sim run [flags] <file | name | all>   run scenarios and check their expectations (--list, --report)
+  phalanx-sim bench [flags] compare Phalanx with upstream kube-scheduler and the bind ceiling
 
 Run "phalanx-sim <command> -h" for the flags of a command.
 `
@@ -37,6 +39,10 @@ func main() {
 	switch os.Args[1] {
 	case "up":
 		err = up(os.Args[2:])
+	case "run":
+		err = runCommand(os.Args[2:])
+	case "bench":
+		err = benchCommand(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 	default:

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/phalanx-sched/phalanx/pkg/bench"
+	"github.com/phalanx-sched/phalanx/pkg/bench/report"
+)
+
+// benchCommand runs the side-by-side benchmark: every case under Phalanx,
+// upstream kube-scheduler v1.37.2 and the bind ceiling (pkg/bench), then
+// prints a comparison table and writes the results as JSON.
+func benchCommand(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	quick := fs.Bool("quick", false, "small cases (200 nodes) that take seconds per arm, for CI")
+	casesFlag := fs.String("cases", "", "comma-separated case name substrings (default: all cases of the set)")
+	armsFlag := fs.String("arms", "phalanx,upstream,ceiling", "arms to run: phalanx, upstream, ceiling, phalanx-proc (Phalanx as a child process, to compare memory)")
+	jsonOut := fs.String("json", "", "write the results to this JSON file")
+	repeat := fs.Int("repeat", 1, "run every case N times, interleaving the arms (A B C A B C ...)")
+	gates := fs.String("upstream-gates", bench.DefaultUpstreamGates, "feature gates of the upstream kube-scheduler")
+	kubeScheduler := fs.String("kube-scheduler", "", "prebuilt kube-scheduler binary (default: go build k8s.io/kubernetes/cmd/kube-scheduler, cached)")
+	phalanxScheduler := fs.String("phalanx-scheduler", "", "prebuilt phalanx-scheduler binary for the phalanx-proc arm (default: go build ./cmd/phalanx-scheduler, cached)")
+	workDir := fs.String("work-dir", ".phalanx/bench", "where child schedulers' configs and logs go")
+	cpuProfiles := fs.String("cpuprofile-dir", "", "write a CPU profile of this process (API server, etcd, in-process scheduler) per measured window here")
+	list := fs.Bool("list", false, "list the cases and exit")
+	verbosity := fs.Int("v", 0, "log verbosity of the control plane")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: phalanx-sim bench [--quick] [--cases a,b] [--arms phalanx,upstream,ceiling] [--json out.json] [--repeat N]\n\n")
+		fs.PrintDefaults()
+	}
+	_ = fs.Parse(args)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	quietLogs(*verbosity)
+
+	var patterns []string
+	if *casesFlag != "" {
+		patterns = strings.Split(*casesFlag, ",")
+	}
+	cases, err := bench.SelectCases(bench.Cases(*quick), patterns)
+	if err != nil {
+		return err
+	}
+	if *list {
+		for _, c := range cases {
+			fmt.Printf("%s\t%d nodes (%d racks of %d), %d pods\n", c.Name, c.NodeCount(), c.Zones*c.RacksPerZone, c.NodesPerRack, c.PodCount())
+		}
+		return nil
+	}
+	arms, err := bench.ParseArms(*armsFlag)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logf := func(format string, args ...interface{}) {
+		fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	h, err := bench.New(ctx, bench.Options{
+		Arms:             arms,
+		Repeat:           *repeat,
+		UpstreamGates:    *gates,
+		KubeScheduler:    *kubeScheduler,
+		PhalanxScheduler: *phalanxScheduler,
+		WorkDir:          *workDir,
+		CPUProfileDir:    *cpuProfiles,
+		Logf:             logf,
+	})
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+
+	file := report.File{
+		Command: "phalanx-sim bench " + strings.Join(args, " "),
+		Started: time.Now().UTC(),
+		Machine: report.ThisMachine(),
+	}
+	file.Results = h.Run(ctx, cases)
+	fmt.Printf("\nMachine: %d CPUs (%s), %d GiB, %s\n", file.Machine.CPUs, file.Machine.CPUModel, file.Machine.MemoryKiB>>20, file.Machine.GoVersion)
+	fmt.Printf("Upstream kube-scheduler feature gates: %s\n\n", *gates)
+	if err := report.WriteTable(os.Stdout, file.Results); err != nil {
+		return err
+	}
+	if *jsonOut != "" {
+		data, err := json.MarshalIndent(file, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, append(data, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("\nResults written to %s\n", *jsonOut)
+	}
+	failed := 0
+	for _, r := range file.Results {
+		if r.Error != "" || !r.Verdict.OK() {
+			failed++
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d runs failed or violated the placement check", failed, len(file.Results))
+	}
+	return nil
+}

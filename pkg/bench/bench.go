@@ -1,0 +1,580 @@
+// Package bench runs Phalanx and its baselines side by side on the same
+// benchmark cases (SPEC.md §5, ARCHITECTURE.md "Performance targets").
+//
+// Every arm of every case gets a fresh sandbox (pkg/sandbox): the nodes,
+// groups and pods are created first, then the scheduler under test starts,
+// as upstream's scheduler_perf does. The arms:
+//
+//   - phalanx: the Phalanx scheduler in this process (sandbox StartScheduler,
+//     config/second-scheduler.yaml), pods attached to Phalanx PodGroups by
+//     the scheduling.phalanx.dev/pod-group label;
+//   - upstream: kube-scheduler v1.37.2 built from k8s.io/kubernetes and run
+//     as a child process (its feature gates are process-global), on native
+//     scheduling.k8s.io/v1beta1 PodGroups and spec.schedulingGroup;
+//   - ceiling: no scheduler, just workers POSTing pods/binding: what the API
+//     server can bind at most;
+//   - phalanx-proc (optional): cmd/phalanx-scheduler as a child process, so
+//     that its peak memory is measured alone, as upstream's is.
+//
+// The measured window starts when the scheduler is started and ends when
+// every pod is bound, no pod has bound for Case.Stall, or Case.Timeout
+// passes. The placement is then checked (report.Check).
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/phalanx-sched/phalanx/pkg/bench/report"
+	"github.com/phalanx-sched/phalanx/pkg/sandbox"
+)
+
+// Arm is a scheduler (or the bind ceiling) under measurement.
+type Arm string
+
+// The arms.
+const (
+	ArmPhalanx        Arm = report.ArmPhalanx
+	ArmPhalanxProcess Arm = report.ArmPhalanxProcess
+	ArmUpstream       Arm = report.ArmUpstream
+	ArmCeiling        Arm = report.ArmCeiling
+)
+
+// DefaultArms are measured when Options.Arms is empty.
+var DefaultArms = []Arm{ArmPhalanx, ArmUpstream, ArmCeiling}
+
+// DefaultUpstreamGates is upstream's best gate set for these cases: its
+// gang (GenericWorkload) and topology-aware (TopologyAwareWorkloadScheduling)
+// pod-group cycle. CompositePodGroup stays off: the cases use no composite
+// groups, and turning it on only slows upstream's pod-group cycle down
+// (ARCHITECTURE.md measured 100 → 24 pods/s on gang 3 × 1,000).
+const DefaultUpstreamGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+
+// ParseArms parses a comma-separated list of arm names.
+func ParseArms(s string) ([]Arm, error) {
+	var out []Arm
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		switch Arm(name) {
+		case ArmPhalanx, ArmPhalanxProcess, ArmUpstream, ArmCeiling:
+			out = append(out, Arm(name))
+		case "":
+		default:
+			return nil, fmt.Errorf("unknown arm %q: want phalanx, upstream, ceiling or phalanx-proc", name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no arms in %q", s)
+	}
+	return out, nil
+}
+
+// Options configure a Harness.
+type Options struct {
+	// Arms to run on each case, in this order; default DefaultArms.
+	Arms []Arm
+	// Repeat runs every case this many times, interleaving the arms
+	// (A B C A B C ...) so that drift on a shared machine hits all arms.
+	Repeat int
+	// UpstreamGates are kube-scheduler's --feature-gates; default
+	// DefaultUpstreamGates.
+	UpstreamGates string
+	// KubeScheduler and PhalanxScheduler are prebuilt binaries for the
+	// child-process arms. When empty they are built (go build, cached)
+	// from this module into CacheDir.
+	KubeScheduler    string
+	PhalanxScheduler string
+	// CacheDir holds built binaries; default <user cache>/phalanx-bench.
+	CacheDir string
+	// WorkDir holds child-process configs, certificates and logs; default a
+	// temporary directory removed by Close.
+	WorkDir string
+	// BinderWorkers is the bind ceiling's concurrency; default 32.
+	BinderWorkers int
+	// CPUProfileDir, when set, receives a CPU profile of this process over
+	// each measured window (<case>-<arm>-<run>.pprof: API server, etcd and
+	// any in-process scheduler) and, for a child-process scheduler, its own
+	// profiles in 2 s chunks (<case>-<arm>-<run>-scheduler-NNN.pprof), to
+	// see where an arm's time goes. Profiling costs some CPU: do not mix
+	// profiled runs into measured tables.
+	CPUProfileDir string
+	// Logf, when set, receives progress lines.
+	Logf func(format string, args ...interface{})
+}
+
+// Harness runs cases. Create it with New, release it with Close.
+type Harness struct {
+	opts             Options
+	kubeScheduler    string
+	phalanxScheduler string
+	ownWorkDir       bool
+}
+
+// New validates opts and builds the scheduler binaries the arms need.
+func New(ctx context.Context, opts Options) (*Harness, error) {
+	if len(opts.Arms) == 0 {
+		opts.Arms = DefaultArms
+	}
+	if opts.Repeat < 1 {
+		opts.Repeat = 1
+	}
+	if opts.UpstreamGates == "" {
+		opts.UpstreamGates = DefaultUpstreamGates
+	}
+	if opts.BinderWorkers < 1 {
+		opts.BinderWorkers = 32
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...interface{}) {}
+	}
+	h := &Harness{opts: opts, kubeScheduler: opts.KubeScheduler, phalanxScheduler: opts.PhalanxScheduler}
+	if h.opts.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "phalanx-bench-")
+		if err != nil {
+			return nil, err
+		}
+		h.opts.WorkDir, h.ownWorkDir = dir, true
+	}
+	if h.opts.CacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		h.opts.CacheDir = filepath.Join(base, "phalanx-bench")
+	}
+	needs := map[Arm]bool{}
+	for _, a := range opts.Arms {
+		needs[a] = true
+	}
+	var moduleDir string
+	build := func(pkg, out string) (string, error) {
+		if moduleDir == "" {
+			dir, err := findModuleDir()
+			if err != nil {
+				return "", err
+			}
+			moduleDir = dir
+		}
+		start := time.Now()
+		h.opts.Logf("building %s into %s", pkg, out)
+		if err := buildBinary(ctx, moduleDir, pkg, out); err != nil {
+			return "", err
+		}
+		h.opts.Logf("built %s in %.1fs", filepath.Base(out), time.Since(start).Seconds())
+		return out, nil
+	}
+	var err error
+	if needs[ArmUpstream] && h.kubeScheduler == "" {
+		out := filepath.Join(h.opts.CacheDir, "kube-scheduler-"+kubernetesVersion())
+		if h.kubeScheduler, err = build(kubeSchedulerPkg, out); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	if needs[ArmPhalanxProcess] && h.phalanxScheduler == "" {
+		if h.phalanxScheduler, err = build(phalanxSchedulerPkg, filepath.Join(h.opts.CacheDir, "phalanx-scheduler")); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// Close removes the harness's temporary work directory.
+func (h *Harness) Close() {
+	if h.ownWorkDir {
+		os.RemoveAll(h.opts.WorkDir)
+	}
+}
+
+// Run runs every case under every arm, Repeat times, interleaved.
+func (h *Harness) Run(ctx context.Context, cases []Case) []report.Result {
+	var out []report.Result
+	for run := 1; run <= h.opts.Repeat; run++ {
+		for _, c := range cases {
+			for _, arm := range h.opts.Arms {
+				if ctx.Err() != nil {
+					return out
+				}
+				out = append(out, h.RunCase(ctx, c, arm, run))
+			}
+		}
+	}
+	return out
+}
+
+// RunCase runs one case under one arm on a fresh sandbox. A failure to run
+// at all is reported in Result.Error.
+func (h *Harness) RunCase(ctx context.Context, c Case, arm Arm, run int) report.Result {
+	res := report.Result{Case: c.Name, Arm: string(arm), Run: run, Nodes: c.NodeCount(), Pods: c.PodCount(), Groups: c.Gangs}
+	tag := fmt.Sprintf("%s [%s #%d]", c.Name, arm, run)
+	if err := h.runCase(ctx, c, arm, &res, tag); err != nil {
+		res.Error = err.Error()
+		h.opts.Logf("%s: FAILED: %v", tag, err)
+		return res
+	}
+	v := res.Verdict
+	placement := "placement ok"
+	if !v.OK() {
+		placement = fmt.Sprintf("PLACEMENT VIOLATED: %s", strings.Join(v.Problems, "; "))
+	}
+	h.opts.Logf("%s: %d/%d bound (%s) in %.2fs, %.1f pods/s; %s", tag, v.Bound, v.Pods, res.Stop, res.LastBindSeconds, res.PodsPerSecond, placement)
+	return res
+}
+
+func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Result, tag string) error {
+	// Start from a collected heap, so that one arm's peak is not the
+	// garbage of the sandbox before it.
+	runtime.GC()
+	debug.FreeOSMemory()
+
+	setup := time.Now()
+	topo := c.topology()
+	cl, err := sandbox.Start(ctx, sandbox.Options{Topology: &topo})
+	if err != nil {
+		return fmt.Errorf("start sandbox: %w", err)
+	}
+	defer cl.Stop()
+	const ns = "bench"
+	if _, err := cl.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create namespace: %w", err)
+	}
+	if err := createWorkload(ctx, cl, ns, c, arm); err != nil {
+		return err
+	}
+	if err := warmWatchCaches(ctx, cl); err != nil {
+		return err
+	}
+	watch, err := watchBinds(ctx, cl.Client, ns, c.PodCount())
+	if err != nil {
+		return err
+	}
+	defer watch.stop()
+	res.SetupSeconds = time.Since(setup).Seconds()
+	h.opts.Logf("%s: sandbox with %d nodes, %d gangs, %d pods ready in %.1fs; starting the scheduler", tag, c.NodeCount(), c.Gangs, c.PodCount(), res.SetupSeconds)
+
+	runName := fmt.Sprintf("%s-%s-%d", strings.ReplaceAll(c.Name, "/", "_"), arm, res.Run)
+	dir := filepath.Join(h.opts.WorkDir, runName)
+	stopProfile := func() {}
+	if h.opts.CPUProfileDir != "" {
+		if stopProfile, err = startCPUProfile(filepath.Join(h.opts.CPUProfileDir, runName+".pprof")); err != nil {
+			return err
+		}
+	}
+	defer func() { stopProfile() }()
+	resetPeakRSS()
+	cpu0 := processCPU()
+	start := time.Now()
+	a, err := h.startArm(ctx, cl, ns, c, arm, dir, start, res)
+	if err != nil {
+		return err
+	}
+	res.Stop, err = waitForBinds(ctx, watch, a, start, c)
+	stopProfile()
+	stopProfile = func() {}
+	res.HarnessCPUSeconds = (processCPU() - cpu0).Seconds()
+	res.HarnessPeakRSSBytes = peakRSS("self")
+	// Measure before stopping: the child's /metrics and VmHWM go with it.
+	a.measure(ctx, res, len(watch.snapshot()))
+	a.stop(res)
+	if err != nil {
+		return err
+	}
+
+	report.Timing{Start: start, Bound: watch.snapshot()}.Fill(res, c.groups())
+	res.FailedSchedulingEvents = failedSchedulingEvents(ctx, cl, ns)
+	pods, err := cl.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list pods for the placement check: %w", err)
+	}
+	nodes, err := cl.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes for the placement check: %w", err)
+	}
+	podPtrs := make([]*corev1.Pod, len(pods.Items))
+	for i := range pods.Items {
+		podPtrs[i] = &pods.Items[i]
+	}
+	nodePtrs := make([]*corev1.Node, len(nodes.Items))
+	for i := range nodes.Items {
+		nodePtrs[i] = &nodes.Items[i]
+	}
+	res.Verdict = report.Check(c.groups(), nodePtrs, podPtrs)
+	return nil
+}
+
+// warmWatchCaches makes the API server initialise its watch caches for the
+// group resources before the measured window. A fresh API server builds
+// the cache of a just-installed CRD on first use and answers that first
+// request "429, retry after 1s"; on a long-running cluster the caches are
+// warm, so that second belongs to the sandbox, not to the scheduler.
+// A LIST at resourceVersion 0 is served from the watch cache, and client-go
+// retries the 429 itself.
+func warmWatchCaches(ctx context.Context, cl *sandbox.Cluster) error {
+	rv0 := metav1.ListOptions{ResourceVersion: "0", Limit: 1}
+	if _, err := cl.Phalanx.SchedulingV1alpha1().PodGroups("").List(ctx, rv0); err != nil {
+		return fmt.Errorf("warm the PodGroup watch cache: %w", err)
+	}
+	if _, err := cl.Phalanx.SchedulingV1alpha1().CompositePodGroups("").List(ctx, rv0); err != nil {
+		return fmt.Errorf("warm the CompositePodGroup watch cache: %w", err)
+	}
+	if _, err := cl.Phalanx.SchedulingV1alpha1().Workloads("").List(ctx, rv0); err != nil {
+		return fmt.Errorf("warm the Workload watch cache: %w", err)
+	}
+	return nil
+}
+
+// waitForBinds ends the measured window: every pod bound, no bind for
+// c.Stall, c.Timeout passed, or the scheduler process died.
+func waitForBinds(ctx context.Context, w *bindWatch, a armRunner, start time.Time, c Case) (string, error) {
+	deadline := time.NewTimer(c.Timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.allBound:
+			return "all bound", nil
+		case <-a.exited():
+			return "scheduler exited", a.exitError()
+		case <-deadline.C:
+			return fmt.Sprintf("deadline %v", c.Timeout), nil
+		case <-ctx.Done():
+			return "cancelled", ctx.Err()
+		case <-tick.C:
+			last := w.lastBind()
+			if last.Before(start) {
+				last = start
+			}
+			if time.Since(last) > c.Stall {
+				return fmt.Sprintf("no bind for %v", c.Stall), nil
+			}
+		}
+	}
+}
+
+// failedSchedulingEvents sums the counts of FailedScheduling events in ns.
+func failedSchedulingEvents(ctx context.Context, cl *sandbox.Cluster, ns string) int {
+	evs, err := cl.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+	if err != nil {
+		return 0
+	}
+	total := 0
+	for _, e := range evs.Items {
+		n := int(e.Count)
+		if e.Series != nil && int(e.Series.Count) > n {
+			n = int(e.Series.Count)
+		}
+		if n < 1 {
+			n = 1
+		}
+		total += n
+	}
+	return total
+}
+
+// armRunner is a started arm.
+type armRunner interface {
+	// exited is closed when the scheduler ends on its own; nil (never)
+	// for in-process arms.
+	exited() <-chan struct{}
+	exitError() error
+	// measure fills attempts and memory; it runs before stop. bound is
+	// how many pods the watch saw bound: a scheduler counts a pod in its
+	// metrics only once its bind call has returned, a moment after the
+	// watch saw the pod bound, so measure waits (briefly) for the counts
+	// to catch up.
+	measure(ctx context.Context, res *report.Result, bound int)
+	stop(res *report.Result)
+}
+
+func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, c Case, arm Arm, dir string, start time.Time, res *report.Result) (armRunner, error) {
+	switch arm {
+	case ArmPhalanx:
+		res.Gates = gateString(sandbox.UpstreamWorkloadGates)
+		before, err := inProcessMetrics()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := cl.StartScheduler(ctx); err != nil {
+			return nil, fmt.Errorf("start in-process Phalanx scheduler: %w", err)
+		}
+		res.ReadySeconds = time.Since(start).Seconds()
+		return &inProcessArm{cl: cl, before: before}, nil
+	case ArmUpstream, ArmPhalanxProcess:
+		binary, base, profile, gates := h.kubeScheduler, []byte(nil), upstreamSchedulerName, h.opts.UpstreamGates
+		if arm == ArmPhalanxProcess {
+			// The same gates as the in-process arm sees.
+			binary, base, profile, gates = h.phalanxScheduler, phalanxConfig(), phalanxSchedulerName, gateString(sandbox.UpstreamWorkloadGates)
+		}
+		res.Gates = gates
+		cfg, err := schedulerConfig(base, cl.KubeconfigPath)
+		if err != nil {
+			return nil, err
+		}
+		res.LogPath = filepath.Join(dir, "scheduler.log")
+		child, err := startChild(binary, cfg, gates, dir, res.LogPath)
+		if err != nil {
+			return nil, err
+		}
+		a := &childArm{child: child, profile: profile, stopProfiles: func() {}}
+		if h.opts.CPUProfileDir != "" {
+			stop, done := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(done)
+				child.profile(ctx, stop, filepath.Join(h.opts.CPUProfileDir, filepath.Base(dir)+"-scheduler"))
+			}()
+			a.stopProfiles = func() {
+				close(stop)
+				<-done
+			}
+		}
+		return a, nil
+	case ArmCeiling:
+		return &binderArm{b: startBinder(ctx, cl.Client, ns, c, h.opts.BinderWorkers)}, nil
+	default:
+		return nil, fmt.Errorf("unknown arm %q", arm)
+	}
+}
+
+// startCPUProfile profiles this process into path until the returned
+// function is called.
+func startCPUProfile(path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// gateString renders gates as a sorted --feature-gates value.
+func gateString(gates map[string]bool) string {
+	parts := make([]string, 0, len(gates))
+	for k, v := range gates {
+		parts = append(parts, fmt.Sprintf("%s=%t", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// inProcessMetrics renders this process's legacy registry, where an
+// in-process kube-scheduler registers its metrics.
+func inProcessMetrics() (report.Samples, error) {
+	rec := httptest.NewRecorder()
+	legacyregistry.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	s, err := report.ParseMetrics(rec.Body.String())
+	if err != nil {
+		return nil, fmt.Errorf("read in-process scheduler metrics: %w", err)
+	}
+	return s, nil
+}
+
+type inProcessArm struct {
+	cl     *sandbox.Cluster
+	before report.Samples
+}
+
+func (a *inProcessArm) exited() <-chan struct{} { return nil }
+func (a *inProcessArm) exitError() error        { return nil }
+
+func (a *inProcessArm) measure(ctx context.Context, res *report.Result, bound int) {
+	res.PeakRSSBytes, res.MemoryScope = peakRSS("self"), report.ScopeHarness
+	res.Scheduler = settledMetrics(ctx, bound, func() (*report.SchedulerMetrics, error) {
+		after, err := inProcessMetrics()
+		if err != nil {
+			return nil, err
+		}
+		return report.MetricsBetween(a.before, after, phalanxSchedulerName, "in-process scheduler metrics"), nil
+	})
+}
+
+// metricsSettle bounds how long measure waits for a scheduler's metrics
+// to count every pod the watch saw bound.
+const metricsSettle = 5 * time.Second
+
+// settledMetrics scrapes until the scheduled count reaches bound or
+// metricsSettle passes, and returns the last scrape (nil if none worked).
+func settledMetrics(ctx context.Context, bound int, scrape func() (*report.SchedulerMetrics, error)) *report.SchedulerMetrics {
+	deadline := time.Now().Add(metricsSettle)
+	var last *report.SchedulerMetrics
+	for {
+		if a, err := scrape(); err == nil {
+			last = a
+			if a.Scheduled >= float64(bound) {
+				return a
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return last
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (a *inProcessArm) stop(*report.Result) { a.cl.StopScheduler() }
+
+type childArm struct {
+	child        *childScheduler
+	profile      string
+	stopProfiles func()
+}
+
+func (a *childArm) exited() <-chan struct{} { return a.child.exited }
+func (a *childArm) exitError() error        { return a.child.exitError() }
+
+func (a *childArm) measure(ctx context.Context, res *report.Result, bound int) {
+	res.PeakRSSBytes, res.MemoryScope = a.child.peakRSS(), report.ScopeScheduler
+	res.Scheduler = settledMetrics(ctx, bound, func() (*report.SchedulerMetrics, error) {
+		samples, err := a.child.metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return report.MetricsBetween(nil, samples, a.profile, "scheduler /metrics"), nil
+	})
+	res.ReadySeconds = time.Duration(a.child.ready.Load()).Seconds()
+}
+
+func (a *childArm) stop(res *report.Result) {
+	a.stopProfiles()
+	res.SchedulerCPUSeconds = a.child.stop().Seconds()
+}
+
+type binderArm struct{ b *binder }
+
+func (a *binderArm) exited() <-chan struct{} { return nil }
+func (a *binderArm) exitError() error        { return nil }
+
+func (a *binderArm) measure(_ context.Context, res *report.Result, _ int) {
+	res.PeakRSSBytes, res.MemoryScope = peakRSS("self"), report.ScopeHarness
+	// Let the last bind calls return (the watch may see a pod bound first).
+	select {
+	case <-a.b.done:
+	case <-time.After(metricsSettle):
+	}
+	res.Scheduler = a.b.metrics()
+}
+
+func (a *binderArm) stop(*report.Result) { a.b.stop() }

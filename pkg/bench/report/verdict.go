@@ -1,0 +1,185 @@
+package report
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// maxProblems bounds how many problems a Verdict spells out.
+const maxProblems = 10
+
+// Group is a gang of the case as the harness defined it, independent of
+// how the arm under test represents it.
+type Group struct {
+	Name     string
+	Members  []string
+	MinCount int
+	// TopologyKey, when set, is a node label whose value every bound member
+	// must share.
+	TopologyKey string
+}
+
+// Verdict is the placement check at the end of a run.
+type Verdict struct {
+	Pods  int `json:"pods"`
+	Bound int `json:"bound"`
+	// Groups with every member bound, none bound, or some but fewer than
+	// minCount bound.
+	Groups         int `json:"groups"`
+	CompleteGroups int `json:"completeGroups"`
+	EmptyGroups    int `json:"emptyGroups"`
+	PartialGroups  int `json:"partialGroups"`
+	// TopologyViolations counts constrained groups spread over more than
+	// one domain (or bound to nodes without the label).
+	TopologyViolations int `json:"topologyViolations"`
+	// OvercommittedNodes counts nodes whose bound pods request more cpu,
+	// memory or pods than the node has allocatable.
+	OvercommittedNodes int `json:"overcommittedNodes"`
+	// UnknownNodes counts pods bound to a node that does not exist.
+	UnknownNodes int `json:"unknownNodes"`
+	// Problems names the first few violations.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// OK is true when no gang is partially bound, no topology constraint is
+// violated and no node is overcommitted. It does not require every pod to
+// be bound; compare Bound with Pods for that.
+func (v Verdict) OK() bool {
+	return v.PartialGroups == 0 && v.TopologyViolations == 0 && v.OvercommittedNodes == 0 && v.UnknownNodes == 0
+}
+
+func (v *Verdict) problem(format string, args ...interface{}) {
+	if len(v.Problems) < maxProblems {
+		v.Problems = append(v.Problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// Check judges the final placement: pods (with spec.nodeName for bound
+// ones) on nodes, against the case's groups. Pods not named by any group
+// are plain pods and only count toward capacity.
+func Check(groups []Group, nodes []*corev1.Node, pods []*corev1.Pod) Verdict {
+	v := Verdict{Pods: len(pods), Groups: len(groups)}
+	byName := make(map[string]*corev1.Pod, len(pods))
+	for _, p := range pods {
+		byName[p.Name] = p
+		if p.Spec.NodeName != "" {
+			v.Bound++
+		}
+	}
+	nodeByName := make(map[string]*corev1.Node, len(nodes))
+	for _, n := range nodes {
+		nodeByName[n.Name] = n
+	}
+
+	for _, g := range groups {
+		bound := 0
+		domains := map[string]int{}
+		for _, m := range g.Members {
+			p := byName[m]
+			if p == nil || p.Spec.NodeName == "" {
+				continue
+			}
+			bound++
+			if g.TopologyKey == "" {
+				continue
+			}
+			n := nodeByName[p.Spec.NodeName]
+			value, ok := "", false
+			if n != nil {
+				value, ok = n.Labels[g.TopologyKey]
+			}
+			if !ok {
+				value = "<no " + g.TopologyKey + " label>"
+			}
+			domains[value]++
+		}
+		switch {
+		case bound == 0:
+			v.EmptyGroups++
+		case bound >= g.MinCount:
+			v.CompleteGroups++
+		default:
+			v.PartialGroups++
+			v.problem("group %s: %d of %d members bound, below minCount %d", g.Name, bound, len(g.Members), g.MinCount)
+		}
+		if len(domains) > 1 {
+			v.TopologyViolations++
+			v.problem("group %s: members spread over %d values of %s: %s", g.Name, len(domains), g.TopologyKey, formatCounts(domains))
+		} else {
+			for value := range domains {
+				if value == "<no "+g.TopologyKey+" label>" {
+					v.TopologyViolations++
+					v.problem("group %s: bound to nodes without label %s", g.Name, g.TopologyKey)
+				}
+			}
+		}
+	}
+
+	used := map[string]corev1.ResourceList{}
+	count := map[string]int64{}
+	for _, p := range pods {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		if nodeByName[p.Spec.NodeName] == nil {
+			v.UnknownNodes++
+			v.problem("pod %s bound to unknown node %s", p.Name, p.Spec.NodeName)
+			continue
+		}
+		sum := used[p.Spec.NodeName]
+		if sum == nil {
+			sum = corev1.ResourceList{}
+			used[p.Spec.NodeName] = sum
+		}
+		for _, c := range p.Spec.Containers {
+			for name, q := range c.Resources.Requests {
+				acc := sum[name]
+				acc.Add(q)
+				sum[name] = acc
+			}
+		}
+		count[p.Spec.NodeName]++
+	}
+	names := make([]string, 0, len(used))
+	for name := range used {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		alloc := nodeByName[name].Status.Allocatable
+		var over []string
+		for res, q := range used[name] {
+			if a, ok := alloc[res]; !ok || q.Cmp(a) > 0 {
+				over = append(over, fmt.Sprintf("%s %s > %s", res, q.String(), a.String()))
+			}
+		}
+		if a, ok := alloc[corev1.ResourcePods]; ok && resource.NewQuantity(count[name], resource.DecimalSI).Cmp(a) > 0 {
+			over = append(over, fmt.Sprintf("pods %d > %s", count[name], a.String()))
+		}
+		if len(over) > 0 {
+			sort.Strings(over)
+			v.OvercommittedNodes++
+			v.problem("node %s overcommitted: %v", name, over)
+		}
+	}
+	return v
+}
+
+func formatCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := ""
+	for i, k := range keys {
+		if i > 0 {
+			out += ", "
+		}
+		out += fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return out
+}

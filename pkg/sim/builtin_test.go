@@ -1,0 +1,126 @@
+package sim
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBuiltinScenarios(t *testing.T) {
+	all, err := Builtins()
+	require.NoError(t, err)
+	names := make([]string, len(all))
+	for i, sc := range all {
+		names[i] = sc.Name
+	}
+	assert.Equal(t, []string{"balloons", "deadlock", "multilevel", "tfjob"}, names)
+
+	for _, sc := range all {
+		t.Run(sc.Name+" is described and checks something in every phase", func(t *testing.T) {
+			assert.NotEmpty(t, sc.Description)
+			assert.Equal(t, "built-in", sc.Source)
+			checks := 0
+			for _, st := range sc.Steps {
+				checks += len(st.Expect)
+				if st.Wait != nil {
+					checks++
+				}
+			}
+			assert.GreaterOrEqual(t, checks, 2, "a scenario without checks cannot fail")
+			assert.NotNil(t, sc.Steps[len(sc.Steps)-1].Wait, "the last step waits for the outcome it checks")
+		})
+	}
+
+	t.Run("tfjob is the seed-001 label-pair gang of 1 PS and 4 two-GPU workers", func(t *testing.T) {
+		sc := find(t, all, "tfjob")
+		create := sc.Steps[0].Create
+		require.NotNil(t, create)
+		require.Len(t, create.objects, 1)
+		assert.Equal(t, "Pod", create.objects[0].kind)
+		assert.Equal(t, "tfjob-ps-0", create.objects[0].obj.GetName())
+		require.Len(t, create.Gangs, 1)
+		g := create.Gangs[0]
+		assert.True(t, g.LabelPair)
+		assert.Equal(t, 4, g.Size)
+		assert.Equal(t, 5, g.minCount())
+		assert.Equal(t, 2, g.GPUs)
+		pods := g.pods()
+		require.Len(t, pods, 4)
+		assert.Equal(t, "tfjob-worker-3", pods[3].Name)
+		assert.Equal(t, map[string]string{
+			"pod-group.scheduling.sigs.k8s.io/name":          "tfjob",
+			"pod-group.scheduling.sigs.k8s.io/min-available": "5",
+		}, pods[0].Labels)
+		assert.Nil(t, g.podGroup(), "a label-pair gang has no PodGroup object")
+	})
+
+	t.Run("deadlock interleaves two whole-cluster gangs", func(t *testing.T) {
+		sc := find(t, all, "deadlock")
+		assert.True(t, sc.Steps[0].Create.Interleave)
+		nodes := sc.Cluster.Zones * sc.Cluster.Racks * sc.Cluster.NodesPerRack
+		for _, g := range sc.Steps[0].Create.Gangs {
+			assert.Equal(t, nodes, g.Size, "each experiment needs the whole cluster")
+		}
+	})
+}
+
+func find(t *testing.T, all []*Scenario, name string) *Scenario {
+	t.Helper()
+	for _, sc := range all {
+		if sc.Name == name {
+			return sc
+		}
+	}
+	require.Failf(t, "no scenario", "%s", name)
+	return nil
+}
+
+func TestLoad(t *testing.T) {
+	t.Run("all is every built-in scenario", func(t *testing.T) {
+		got, err := Load("all")
+		require.NoError(t, err)
+		assert.Len(t, got, 4)
+	})
+	t.Run("a built-in name loads that scenario", func(t *testing.T) {
+		got, err := Load("deadlock")
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		assert.Equal(t, "deadlock", got[0].Name)
+	})
+	t.Run("a path loads the file and remembers it", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "mine.yaml")
+		require.NoError(t, os.WriteFile(path, []byte(minimal), 0o600))
+		got, err := Load(path)
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		assert.Equal(t, "mine", got[0].Name)
+		assert.Equal(t, path, got[0].Source)
+	})
+	t.Run("an unknown name lists the built-ins", func(t *testing.T) {
+		_, err := Load("balloon")
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `"balloon" is neither a built-in scenario (balloons, deadlock, multilevel, tfjob, or all) nor a file`)
+	})
+	t.Run("an invalid file names the file and the field", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "bad.yaml")
+		require.NoError(t, os.WriteFile(path, []byte("name: bad\ncluster: {zones: 1, racks: 1, nodesPerRack: 1}\nsteps: []\n"), 0o600))
+		_, err := Load(path)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), path+": invalid scenario bad:\n  steps: Required value")
+	})
+}
+
+const minimal = `
+name: mine
+cluster: {zones: 1, racks: 1, nodesPerRack: 2}
+steps:
+- name: one gang
+  create:
+    gangs: [{name: g, size: 2}]
+- name: it binds
+  wait: {for: bound, group: g}
+  expect: [{group: g, bound: 2}]
+`

@@ -1,0 +1,277 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	sigsjson "sigs.k8s.io/json"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+)
+
+const (
+	// PodSetLabel marks the plain pods of a PodSet, so reports can show
+	// them together.
+	PodSetLabel = "sim.phalanx.dev/pod-set"
+	// SchedulerName is the schedulerName of generated pods.
+	SchedulerName = "phalanx-scheduler"
+	// GPUResource is the extended resource simulated nodes offer.
+	GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+	pauseImage = "registry.k8s.io/pause:3.10"
+)
+
+// inlineObject is one decoded entry of create.objects.
+type inlineObject struct {
+	kind string
+	obj  metav1.Object
+}
+
+// inlineKinds are the objects create.objects accepts, by apiVersion and kind.
+var inlineKinds = map[string]func() metav1.Object{
+	"v1/Pod":       func() metav1.Object { return &corev1.Pod{} },
+	"batch/v1/Job": func() metav1.Object { return &batchv1.Job{} },
+	v1alpha1.SchemeGroupVersion.String() + "/PodGroup":          func() metav1.Object { return &v1alpha1.PodGroup{} },
+	v1alpha1.SchemeGroupVersion.String() + "/CompositePodGroup": func() metav1.Object { return &v1alpha1.CompositePodGroup{} },
+	v1alpha1.SchemeGroupVersion.String() + "/Workload":          func() metav1.Object { return &v1alpha1.Workload{} },
+}
+
+// decodeInline decodes an inline object strictly into its Go type, so a
+// misspelt field is reported with its path.
+func decodeInline(raw json.RawMessage, p *field.Path) (inlineObject, field.ErrorList) {
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(raw, &tm); err != nil {
+		return inlineObject{}, field.ErrorList{field.Invalid(p, field.OmitValueType{}, "must be a Kubernetes object with apiVersion, kind and metadata: "+err.Error())}
+	}
+	newObj, ok := inlineKinds[tm.APIVersion+"/"+tm.Kind]
+	if !ok {
+		return inlineObject{}, field.ErrorList{field.NotSupported(p.Child("kind"), tm.APIVersion+" "+tm.Kind,
+			[]string{"v1 Pod", "batch/v1 Job", "scheduling.phalanx.dev/v1alpha1 PodGroup", "scheduling.phalanx.dev/v1alpha1 CompositePodGroup", "scheduling.phalanx.dev/v1alpha1 Workload"})}
+	}
+	obj := newObj()
+	strict, err := sigsjson.UnmarshalStrict(raw, obj)
+	if err != nil {
+		return inlineObject{}, field.ErrorList{field.Invalid(p, field.OmitValueType{}, err.Error())}
+	}
+	var errs field.ErrorList
+	for _, e := range strict {
+		errs = append(errs, field.Invalid(p, field.OmitValueType{}, e.Error()))
+	}
+	if obj.GetName() == "" {
+		errs = append(errs, field.Required(p.Child("metadata", "name"), "objects are created with the name given here"))
+	}
+	if obj.GetNamespace() != "" {
+		errs = append(errs, field.Forbidden(p.Child("metadata", "namespace"), "objects go into the scenario's own namespace; remove it"))
+	}
+	return inlineObject{kind: tm.Kind, obj: obj}, errs
+}
+
+// createObject sends one object to the API server.
+func (r *runner) createObject(ctx context.Context, o inlineObject) error {
+	var err error
+	ns := r.ns
+	switch obj := o.obj.(type) {
+	case *corev1.Pod:
+		_, err = r.cl.Client.CoreV1().Pods(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
+	case *batchv1.Job:
+		_, err = r.cl.Client.BatchV1().Jobs(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
+	case *v1alpha1.PodGroup:
+		_, err = r.cl.Phalanx.SchedulingV1alpha1().PodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
+	case *v1alpha1.CompositePodGroup:
+		_, err = r.cl.Phalanx.SchedulingV1alpha1().CompositePodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
+	case *v1alpha1.Workload:
+		_, err = r.cl.Phalanx.SchedulingV1alpha1().Workloads(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
+	default:
+		err = fmt.Errorf("unsupported kind %s", o.kind)
+	}
+	if err != nil {
+		return fmt.Errorf("create %s %s: %w", o.kind, o.obj.GetName(), err)
+	}
+	return nil
+}
+
+// podGroup is the PodGroup a gang generator makes, or nil for a label pair.
+func (g *Gang) podGroup() *v1alpha1.PodGroup {
+	if g.LabelPair {
+		return nil
+	}
+	pg := &v1alpha1.PodGroup{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup"},
+		ObjectMeta: metav1.ObjectMeta{Name: g.Name},
+		Spec: v1alpha1.PodGroupSpec{
+			SchedulingPolicy:  v1alpha1.PodGroupSchedulingPolicy{Gang: &v1alpha1.GangSchedulingPolicy{MinCount: int32(g.minCount())}},
+			PriorityClassName: g.PriorityClass,
+		},
+	}
+	if g.TopologyKey != "" {
+		pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{
+			Topology: []v1alpha1.TopologyConstraint{{Key: resolveKey(g.TopologyKey)}},
+		}
+	}
+	if g.DisruptionAll {
+		pg.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
+	}
+	if g.Parent != "" {
+		pg.Spec.ParentCompositePodGroupName = ptr.To(g.Parent)
+	}
+	return pg
+}
+
+func (g *Gang) minCount() int {
+	if g.MinCount > 0 {
+		return g.MinCount
+	}
+	return g.Size
+}
+
+func (g *Gang) podPrefix() string {
+	if g.PodPrefix != "" {
+		return g.PodPrefix
+	}
+	return g.Name + "-"
+}
+
+// pods are the gang's members.
+func (g *Gang) pods() []*corev1.Pod {
+	labels := map[string]string{v1alpha1.PodGroupLabel: g.Name}
+	if g.LabelPair {
+		labels = map[string]string{
+			v1alpha1.LightweightNameLabel:         g.Name,
+			v1alpha1.LightweightMinAvailableLabel: strconv.Itoa(g.minCount()),
+		}
+	}
+	out := make([]*corev1.Pod, g.Size)
+	for i := range out {
+		out[i] = newPod(fmt.Sprintf("%s%d", g.podPrefix(), i), labels, g.CPU, g.Memory, g.GPUs, g.PriorityClass)
+	}
+	return out
+}
+
+// pods are the set's plain pods, numbered with two digits so they sort.
+func (s *PodSet) pods() []*corev1.Pod {
+	out := make([]*corev1.Pod, s.Count)
+	for i := range out {
+		out[i] = newPod(fmt.Sprintf("%s-%02d", s.Name, i), map[string]string{PodSetLabel: s.Name}, s.CPU, s.Memory, s.GPUs, s.PriorityClass)
+	}
+	return out
+}
+
+// newPod is a pause pod for the Phalanx scheduler with the given requests.
+func newPod(name string, labels map[string]string, cpu, memory Amount, gpus int, priorityClass string) *corev1.Pod {
+	req := corev1.ResourceList{corev1.ResourceCPU: quantity(cpu, "1")}
+	if memory != "" {
+		req[corev1.ResourceMemory] = quantity(memory, "0")
+	}
+	lim := corev1.ResourceList{}
+	if gpus > 0 {
+		q := *resource.NewQuantity(int64(gpus), resource.DecimalSI)
+		req[GPUResource] = q
+		lim[GPUResource] = q
+	}
+	podLabels := make(map[string]string, len(labels))
+	for k, v := range labels {
+		podLabels[k] = v
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: podLabels},
+		Spec: corev1.PodSpec{
+			SchedulerName:     SchedulerName,
+			PriorityClassName: priorityClass,
+			Containers: []corev1.Container{{
+				Name: "main", Image: pauseImage,
+				Resources: corev1.ResourceRequirements{Requests: req, Limits: lim},
+			}},
+		},
+	}
+}
+
+// quantity parses an amount Validate has already checked.
+func quantity(a Amount, def string) resource.Quantity {
+	if a == "" {
+		a = Amount(def)
+	}
+	q, err := resource.ParseQuantity(string(a))
+	if err != nil {
+		return resource.MustParse(def)
+	}
+	return q
+}
+
+// nodeCapacity is a simulated node's capacity and allocatable.
+func nodeCapacity(cpu, memory Amount, gpus, pods int) corev1.ResourceList {
+	if pods == 0 {
+		pods = 110
+	}
+	c := corev1.ResourceList{
+		corev1.ResourceCPU:    quantity(cpu, "8"),
+		corev1.ResourceMemory: quantity(memory, "64Gi"),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(pods), resource.DecimalSI),
+	}
+	if gpus > 0 {
+		c[GPUResource] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
+	}
+	return c
+}
+
+// nodes renders the scenario's cluster with the sandbox's naming
+// and labels (pkg/sandbox links the API server, so it is not imported here).
+func (c *ClusterSpec) nodes() []*corev1.Node {
+	capacity := nodeCapacity(c.CPU, c.Memory, c.GPUs, c.Pods)
+	var out []*corev1.Node
+	for z := 0; z < c.Zones; z++ {
+		for r := 0; r < c.Racks; r++ {
+			for n := 0; n < c.NodesPerRack; n++ {
+				out = append(out, newNode(fmt.Sprintf("node-z%d-r%d-n%d", z, r, n),
+					fmt.Sprintf("zone-%d", z), fmt.Sprintf("zone-%d-rack-%d", z, r), capacity))
+			}
+		}
+	}
+	return out
+}
+
+// nodes are the nodes an addNodes step creates.
+func (a *AddNodes) nodes(cluster ClusterSpec) []*corev1.Node {
+	cpu, memory := a.CPU, a.Memory
+	if cpu == "" {
+		cpu = cluster.CPU
+	}
+	if memory == "" {
+		memory = cluster.Memory
+	}
+	capacity := nodeCapacity(cpu, memory, a.GPUs, cluster.Pods)
+	out := make([]*corev1.Node, a.Count)
+	for i := range out {
+		out[i] = newNode(fmt.Sprintf("%s-%d", a.Prefix, i), a.Zone, a.Rack, capacity)
+	}
+	return out
+}
+
+// newNode is a Ready, untainted node.
+func newNode(name, zone, rack string, capacity corev1.ResourceList) *corev1.Node {
+	labels := map[string]string{HostnameLabel: name}
+	if zone != "" {
+		labels[ZoneLabel] = zone
+	}
+	if rack != "" {
+		labels[RackLabel] = rack
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity.DeepCopy(),
+			Allocatable: capacity.DeepCopy(),
+			Phase:       corev1.NodeRunning,
+			Conditions: []corev1.NodeCondition{{
+				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "SimulatedNode",
+			}},
+		},
+	}
+}

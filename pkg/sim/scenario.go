@@ -1,0 +1,261 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// Scenario is a scripted run against a sandbox cluster.
+type Scenario struct {
+	// Name identifies the scenario (`phalanx-sim run <name>`) and prefixes
+	// its namespace. A DNS label of at most 40 characters.
+	Name string `json:"name"`
+	// Description tells a reader what the scenario shows and why.
+	Description string `json:"description,omitempty"`
+	// Cluster is the shape of the simulated nodes created before step 1.
+	Cluster ClusterSpec `json:"cluster"`
+	// PriorityClasses are created before step 1 and deleted afterwards.
+	PriorityClasses []PriorityClass `json:"priorityClasses,omitempty"`
+	// Steps run in order.
+	Steps []Step `json:"steps"`
+
+	// Source is where the scenario was loaded from ("built-in" or a path).
+	Source string `json:"-"`
+	// validated is set once Validate has filled the parsed fields below the
+	// YAML ones.
+	validated bool
+}
+
+// ClusterSpec is Zones × Racks × NodesPerRack identical nodes, named
+// node-z<zone>-r<rack>-n<node> and labelled topology.kubernetes.io/zone
+// (zone-<z>), topology.phalanx.dev/rack (zone-<z>-rack-<r>) and
+// kubernetes.io/hostname.
+type ClusterSpec struct {
+	Zones int `json:"zones"`
+	// Racks is the number of racks per zone.
+	Racks        int `json:"racks"`
+	NodesPerRack int `json:"nodesPerRack"`
+	// CPU, Memory, GPUs (nvidia.com/gpu) and Pods are per node; defaults
+	// 8, 64Gi, 0 and 110.
+	CPU    Amount `json:"cpu,omitempty"`
+	Memory Amount `json:"memory,omitempty"`
+	GPUs   int    `json:"gpus,omitempty"`
+	Pods   int    `json:"pods,omitempty"`
+}
+
+// PriorityClass is a scheduling.k8s.io/v1 PriorityClass the scenario needs.
+type PriorityClass struct {
+	Name  string `json:"name"`
+	Value int32  `json:"value"`
+	// PreemptionPolicy is PreemptLowerPriority (the default) or Never.
+	PreemptionPolicy corev1.PreemptionPolicy `json:"preemptionPolicy,omitempty"`
+}
+
+// Step does exactly one action, then the engine snapshots the namespace and
+// checks Expect against the snapshot.
+type Step struct {
+	Name        string       `json:"name"`
+	Create      *Create      `json:"create,omitempty"`
+	AddNodes    *AddNodes    `json:"addNodes,omitempty"`
+	DeleteNodes *DeleteNodes `json:"deleteNodes,omitempty"`
+	Delete      *Delete      `json:"delete,omitempty"`
+	Wait        *Wait        `json:"wait,omitempty"`
+	// Expect is checked once, against the snapshot taken after the action.
+	Expect []Expectation `json:"expect,omitempty"`
+}
+
+// Create makes objects in the scenario's namespace: first Objects in order,
+// then the generated gangs and pod sets.
+type Create struct {
+	// Objects are inline Kubernetes objects: v1 Pod, batch/v1 Job, and
+	// scheduling.phalanx.dev/v1alpha1 PodGroup, CompositePodGroup and
+	// Workload. metadata.namespace must be empty.
+	Objects []json.RawMessage `json:"objects,omitempty"`
+	// Gangs each become a PodGroup (or a label-pair gang) and its pods.
+	Gangs []Gang `json:"gangs,omitempty"`
+	// Pods are sets of plain pods that belong to no group.
+	Pods []PodSet `json:"pods,omitempty"`
+	// Interleave creates the generated groups first, then their pods
+	// round-robin (a-0, b-0, a-1, b-1, ...), the way two jobs submitted at
+	// the same moment arrive.
+	Interleave bool `json:"interleave,omitempty"`
+
+	objects []inlineObject
+}
+
+// Gang generates a PodGroup with a gang policy and Size pods named
+// <podPrefix><i> that carry the scheduling.phalanx.dev/pod-group label.
+type Gang struct {
+	Name string `json:"name"`
+	Size int    `json:"size"`
+	// MinCount defaults to Size.
+	MinCount int `json:"minCount,omitempty"`
+	// CPU (default 1), Memory (default none) and GPUs are each pod's requests.
+	CPU    Amount `json:"cpu,omitempty"`
+	Memory Amount `json:"memory,omitempty"`
+	GPUs   int    `json:"gpus,omitempty"`
+	// PriorityClass names one of the scenario's priorityClasses; the group
+	// and its pods both carry it.
+	PriorityClass string `json:"priorityClass,omitempty"`
+	// TopologyKey puts every pod on nodes sharing one value of this node
+	// label. "zone", "rack" and "hostname" are short for the sandbox keys.
+	TopologyKey string `json:"topologyKey,omitempty"`
+	// DisruptionAll sets disruptionMode all: the group is evicted whole.
+	DisruptionAll bool `json:"disruptionAll,omitempty"`
+	// Parent names the group's CompositePodGroup.
+	Parent string `json:"parent,omitempty"`
+	// LabelPair makes an implicit gang from the
+	// pod-group.scheduling.sigs.k8s.io/{name,min-available} labels instead
+	// of a PodGroup object (seed 001). It allows no topologyKey,
+	// disruptionAll or parent, which need an object.
+	LabelPair bool `json:"labelPair,omitempty"`
+	// PodPrefix names the pods; default "<name>-".
+	PodPrefix string `json:"podPrefix,omitempty"`
+}
+
+// PodSet generates Count plain pods named <name>-<ii>. They belong to no
+// group; reports show them together under Name.
+type PodSet struct {
+	Name          string `json:"name"`
+	Count         int    `json:"count"`
+	CPU           Amount `json:"cpu,omitempty"`
+	Memory        Amount `json:"memory,omitempty"`
+	GPUs          int    `json:"gpus,omitempty"`
+	PriorityClass string `json:"priorityClass,omitempty"`
+}
+
+// AddNodes creates Count nodes named <prefix>-<i>.
+type AddNodes struct {
+	Prefix string `json:"prefix"`
+	Count  int    `json:"count"`
+	// CPU, Memory and GPUs per node; defaults as for the cluster.
+	CPU    Amount `json:"cpu,omitempty"`
+	Memory Amount `json:"memory,omitempty"`
+	GPUs   int    `json:"gpus,omitempty"`
+	// Zone and Rack are the values of the zone and rack labels; a node
+	// without them is drawn outside every zone.
+	Zone string `json:"zone,omitempty"`
+	Rack string `json:"rack,omitempty"`
+}
+
+// DeleteNodes removes nodes, and the pods bound to them as the pod garbage
+// collector would. Exactly one of Names and Prefix.
+type DeleteNodes struct {
+	Names  []string `json:"names,omitempty"`
+	Prefix string   `json:"prefix,omitempty"`
+}
+
+// Delete removes objects of one kind from the scenario's namespace by name
+// or by name prefix, and waits until they are gone. Pods are deleted
+// without a grace period.
+type Delete struct {
+	// Kind is Pod, Job, PodGroup, CompositePodGroup or Workload.
+	Kind   string `json:"kind"`
+	Name   string `json:"name,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
+}
+
+// Wait blocks until pods reach a state, with a deadline.
+type Wait struct {
+	// For is "bound": at least Count pods of the selection are bound; or
+	// "pending": at least Count pods are pending and the scheduler has
+	// reported on them, and they stay pending for Duration.
+	For string `json:"for"`
+	// Group (a PodGroup, CompositePodGroup, label gang or pod set name) or
+	// Prefix (of pod names) selects the pods; exactly one.
+	Group  string `json:"group,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
+	// Count defaults to every pod of the selection that exists.
+	Count int `json:"count,omitempty"`
+	// Timeout bounds the wait (default 30s); Duration is how long pending
+	// pods must stay pending (default 2s).
+	Timeout  string `json:"timeout,omitempty"`
+	Duration string `json:"duration,omitempty"`
+
+	timeout, duration time.Duration
+}
+
+// Expectation is checked against the snapshot after a step. Each field set
+// is one check; counts are of pods that are not terminating, except Evicted,
+// which counts every pod of the group the scheduler marked with a
+// DisruptionTarget condition since the scenario began.
+type Expectation struct {
+	Group   string `json:"group"`
+	Bound   *int   `json:"bound,omitempty"`
+	Pending *int   `json:"pending,omitempty"`
+	Evicted *int   `json:"evicted,omitempty"`
+	// SameDomain is a node label key ("zone", "rack", "hostname" are short
+	// forms): every bound pod of the group runs on nodes with one value of it.
+	SameDomain string `json:"sameDomain,omitempty"`
+}
+
+// Amount is a resource quantity as written in a scenario: 4, "4", "500m",
+// "64Gi". It is parsed by Validate, which names the field when it is wrong.
+type Amount string
+
+// UnmarshalJSON accepts a JSON number or string.
+func (a *Amount) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*a = Amount(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("a quantity must be a number or a string such as \"500m\" or \"64Gi\", got %s", b)
+	}
+	*a = Amount(n.String())
+	return nil
+}
+
+// Decode parses and validates a scenario. Unknown fields and invalid values
+// are errors that name the field, e.g. `steps[2].wait.timeout`.
+func Decode(data []byte) (*Scenario, error) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("parse scenario YAML: %w", err)
+	}
+	sc := &Scenario{}
+	strict, err := sigsjson.UnmarshalStrict(js, sc)
+	if err != nil {
+		return nil, fmt.Errorf("decode scenario: %w", err)
+	}
+	if len(strict) > 0 {
+		ve := &ValidationError{Scenario: sc.Name}
+		for _, e := range strict {
+			// sigs.k8s.io/json names the whole path: unknown field "steps[0].create.gang".
+			ve.Problems = append(ve.Problems, e.Error())
+		}
+		return nil, ve
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// ValidationError lists everything wrong with a scenario, one problem per
+// line, each naming its field.
+type ValidationError struct {
+	Scenario string
+	Problems []string
+}
+
+func (e *ValidationError) Error() string {
+	name := e.Scenario
+	if name == "" {
+		name = "(unnamed)"
+	}
+	return fmt.Sprintf("invalid scenario %s:\n  %s", name, strings.Join(e.Problems, "\n  "))
+}

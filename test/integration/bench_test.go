@@ -1,0 +1,67 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/phalanx-sched/phalanx/pkg/bench"
+	"github.com/phalanx-sched/phalanx/pkg/bench/report"
+)
+
+// TestBenchQuick runs `phalanx-sim bench --quick` through pkg/bench: every
+// quick case under Phalanx (in-process), upstream kube-scheduler v1.37.2
+// (child process, native scheduling.k8s.io/v1beta1 PodGroups, gates
+// GenericWorkload and TopologyAwareWorkloadScheduling) and the bind
+// ceiling, each on a fresh sandbox. It asserts the placements, never the
+// timings: every pod bound, every gang all-or-nothing, every rack
+// constraint kept, no node overcommitted; and that the harness observed
+// what it reports (attempts from the schedulers' metrics, peak memory).
+func TestBenchQuick(t *testing.T) {
+	ctx := context.Background()
+	h, err := bench.New(ctx, bench.Options{WorkDir: t.TempDir(), Logf: t.Logf})
+	require.NoError(t, err, "set up the harness (builds kube-scheduler with the go tool)")
+	defer h.Close()
+
+	var results []report.Result
+	for _, c := range bench.Cases(true) {
+		for _, arm := range bench.DefaultArms {
+			t.Run(c.Name+"/"+string(arm), func(t *testing.T) {
+				r := h.RunCase(ctx, c, arm, 1)
+				results = append(results, r)
+				require.Empty(t, r.Error, "the arm ran")
+				v := r.Verdict
+				assert.Equal(t, "all bound", r.Stop)
+				assert.Equal(t, c.PodCount(), v.Bound, "every pod bound")
+				assert.Equal(t, c.Gangs, v.CompleteGroups, "every gang complete")
+				assert.Zero(t, v.PartialGroups, "no gang partially bound: %v", v.Problems)
+				assert.Zero(t, v.TopologyViolations, "every gang inside one rack: %v", v.Problems)
+				assert.Zero(t, v.OvercommittedNodes, "no node overcommitted: %v", v.Problems)
+				assert.Zero(t, v.UnknownNodes, "%v", v.Problems)
+				assert.True(t, v.OK())
+
+				require.NotNil(t, r.Scheduler, "the scheduler's metrics observed")
+				assert.GreaterOrEqual(t, r.Scheduler.AttemptsPerBoundPod, 1.0, "a bound pod took at least one attempt (%s)", r.Scheduler.Source)
+				assert.Positive(t, r.PeakRSSBytes, "peak memory observed")
+				switch arm {
+				case bench.ArmUpstream:
+					assert.Equal(t, report.ScopeScheduler, r.MemoryScope)
+					assert.Equal(t, bench.DefaultUpstreamGates, r.Gates)
+					assert.Positive(t, r.SchedulerCPUSeconds, "the child's CPU time observed")
+					if c.Gangs > 0 {
+						assert.Positive(t, r.Scheduler.PodGroupAttempts, "upstream placed the gangs in its pod-group cycle")
+					}
+				case bench.ArmPhalanx:
+					assert.Equal(t, report.ScopeHarness, r.MemoryScope)
+					assert.Zero(t, r.Scheduler.PodGroupAttempts, "Phalanx does not use upstream's pod-group cycle")
+				}
+			})
+		}
+	}
+	var out strings.Builder
+	require.NoError(t, report.WriteTable(&out, results))
+	t.Logf("quick benchmark (timings are not asserted):\n%s", out.String())
+}
