@@ -3,10 +3,10 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := bin
 # Packages whose tests link no API server: the fast loop, run with -race.
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /pkg/generated -e /pkg/sandbox -e /cmd/)
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /pkg/generated -e /pkg/sandbox -e '/pkg/bench$$' -e /cmd/)
 INTEGRATION_TIMEOUT ?= 25m
 
-.PHONY: all build generate verify lint test test-unit test-integration run clean tools image
+.PHONY: all build generate verify lint test test-unit test-integration soak run clean tools image
 
 all: build
 
@@ -36,6 +36,10 @@ test-integration:
 	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./test/integration/...
 
 test: test-unit test-integration
+
+# The randomized invariant runner with 200 seeds (make test runs 20).
+soak:
+	PHALANX_RANDOM_SEEDS=200 $(GO) test -count=1 -timeout 90m -run TestRandomizedInvariants -v ./test/integration/ | grep -E '^(---|===|PASS|FAIL|ok)|seeds run'
 
 # The demo: every built-in scenario (tfjob, deadlock, balloons, multilevel)
 # on an in-process sandbox, with PASS/FAIL per expectation and an HTML
