@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 # Packages whose tests link no API server: the fast loop, run with -race.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /pkg/generated -e /pkg/sandbox -e '/pkg/bench$$' -e /cmd/)
-INTEGRATION_TIMEOUT ?= 25m
+INTEGRATION_TIMEOUT ?= 40m
 
 .PHONY: all build generate verify lint test test-unit test-integration soak run clean tools image
 
