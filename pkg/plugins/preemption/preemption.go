@@ -123,7 +123,11 @@ func (p *Preemption) PostFilter(ctx context.Context, _ fwk.CycleState, pod *core
 		p.status.Set(ch.Leaf().Key, groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
-	if left := p.victimsLeft(root.Key); left > 0 {
+	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	if left := p.victimsLeft(root.Key, infos); left > 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("waiting for %d preempted pods to terminate", left))
 	}
 
@@ -132,10 +136,6 @@ func (p *Preemption) PostFilter(ctx context.Context, _ fwk.CycleState, pod *core
 		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
 	input, members := topology.PlanInput(tree)
-	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
-		return nil, fwk.AsStatus(err)
-	}
 	nodes := topology.NodesFromSnapshot(infos, p.handle.NominatedPodsForNode, members)
 	victims, byKey := p.candidates(infos, prio, members)
 	if len(victims) == 0 {
@@ -241,18 +241,29 @@ func (p *Preemption) remember(root groups.Key, victims []*corev1.Pod) {
 }
 
 // victimsLeft counts earlier victims of root that still exist, so a group
-// never preempts again while its last victims terminate.
-func (p *Preemption) victimsLeft(root groups.Key) int {
+// never preempts again while its last victims terminate. A victim counts
+// while the API server still has it or the cycle's snapshot still holds its
+// room: the snapshot lags the informer, and a search on a snapshot that
+// still shows a victim would pick a second, needless set of victims.
+func (p *Preemption) victimsLeft(root groups.Key, infos []fwk.NodeInfo) int {
 	p.mu.Lock()
 	pe := p.pending[root]
 	p.mu.Unlock()
 	if pe == nil || time.Since(pe.at) > victimWait {
 		return 0
 	}
+	inSnapshot := map[types.UID]bool{}
+	for _, ni := range infos {
+		for _, pi := range ni.GetPods() {
+			if _, ok := pe.victims[pi.GetPod().UID]; ok {
+				inSnapshot[pi.GetPod().UID] = true
+			}
+		}
+	}
 	left := 0
 	for uid, name := range pe.victims {
 		ns, n := splitKey(name)
-		if pod, err := p.pods.Pods(ns).Get(n); err == nil && pod.UID == uid {
+		if pod, err := p.pods.Pods(ns).Get(n); (err == nil && pod.UID == uid) || inSnapshot[uid] {
 			left++
 		}
 	}
