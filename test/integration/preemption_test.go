@@ -195,3 +195,58 @@ func TestPreemptionPicksTheCheapestRack(t *testing.T) {
 	assert.Equal(t, []string{"low-0", "low-1", "low-2"}, podNames(t, c, ns, "low-"), "only the rack-1 pod was evicted")
 	assert.Equal(t, map[string]int{"zone-0-rack-1": 3}, domainsOf(t, c, ns, "job-", sandbox.RackLabel))
 }
+
+// TestWorkloadPreemptionShapes runs upstream scheduler_perf's
+// workload_preemption shapes at small scale and reports the victim counts:
+// GangPreemptionBasic (plain low-priority pods fill the cluster) and
+// GangPreemptionPodGroups (low-priority gangs fill it, evicted pod by pod
+// in single mode, as whole gangs in all mode).
+func TestWorkloadPreemptionShapes(t *testing.T) {
+	cases := []struct {
+		name        string
+		victimGangs bool
+		all         bool
+		wantEvicted int
+	}{
+		{name: "GangPreemptionBasic evicts exactly the 4 pods the gang needs", wantEvicted: 4},
+		{name: "GangPreemptionPodGroups in single mode evicts 4 pods", victimGangs: true, wantEvicted: 4},
+		{name: "GangPreemptionPodGroups in all mode evicts 2 whole gangs of 2", victimGangs: true, all: true, wantEvicted: 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 8, CPU: "4", Memory: "32Gi", Pods: 110})
+			ns := namespace(t, c)
+			for g := 0; g < 4; g++ {
+				var labels map[string]string
+				if tc.victimGangs {
+					pg := gangPG(fmt.Sprintf("low%d", g), 2)
+					pg.Spec.PriorityClassName = "low"
+					if tc.all {
+						pg.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
+					}
+					createPodGroup(t, c, ns, pg)
+					labels = inGroup(pg.Name)
+				}
+				for i := 0; i < 2; i++ {
+					createPods(t, c, ns, member{name: fmt.Sprintf("victim-%d-%d", g, i), labels: labels, cpu: "4", priorityClass: "low"})
+				}
+			}
+			waitBound(t, c, ns, "victim-", 8)
+			highGang(t, c, ns, "job", 4, "4", nil)
+			waitBound(t, c, ns, "job-", 4)
+			evicted := 8 - len(podNames(t, c, ns, "victim-"))
+			t.Logf("%s: %d victims evicted", tc.name, evicted)
+			assert.Equal(t, tc.wantEvicted, evicted)
+			if tc.all {
+				// Whole gangs only: every surviving gang still has both pods.
+				per := map[string]int{}
+				for _, n := range podNames(t, c, ns, "victim-") {
+					per[n[:len("victim-0")]]++
+				}
+				for g, n := range per {
+					assert.Equal(t, 2, n, "gang %s was split", g)
+				}
+			}
+		})
+	}
+}

@@ -20,9 +20,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -53,6 +55,7 @@ type Preemption struct {
 	groups *groups.Fed
 	status *groupstatus.Writer
 	pods   corelisters.PodLister
+	pdbs   policylisters.PodDisruptionBudgetLister
 
 	mu      sync.Mutex
 	pending map[groups.Key]*pendingEviction
@@ -75,6 +78,7 @@ func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		groups:  fed,
 		status:  w,
 		pods:    h.SharedInformerFactory().Core().V1().Pods().Lister(),
+		pdbs:    h.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 		pending: map[groups.Key]*pendingEviction{},
 	}, nil
 }
@@ -204,6 +208,7 @@ func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[ty
 			if v.Priority >= prio {
 				continue
 			}
+			v.ViolatesPDB = p.violatesPDB(pod)
 			out = append(out, v)
 			byKey[v.Key] = pod
 		}
@@ -221,6 +226,26 @@ func rejectedByGang(statuses fwk.NodeToStatusReader, h fwk.Handle) bool {
 	}
 	st := statuses.Get(nodes[0].Node().Name)
 	return st != nil && st.Plugin() == gang.Name
+}
+
+// violatesPDB reports whether evicting pod alone would break a
+// PodDisruptionBudget that selects it. It is a tie-breaker in the victim
+// order, so the per-budget count of several victims is not modelled.
+func (p *Preemption) violatesPDB(pod *corev1.Pod) bool {
+	list, err := p.pdbs.PodDisruptionBudgets(pod.Namespace).List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	for _, pdb := range list {
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		if pdb.Status.DisruptionsAllowed <= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func podPriority(pod *corev1.Pod) int32 {
