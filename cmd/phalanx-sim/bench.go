@@ -31,6 +31,7 @@ func benchCommand(args []string) error {
 	workDir := fs.String("work-dir", ".phalanx/bench", "where child schedulers' configs and logs go")
 	cpuProfiles := fs.String("cpuprofile-dir", "", "write a CPU profile of this process (API server, etcd, in-process scheduler) per measured window here")
 	list := fs.Bool("list", false, "list the cases and exit")
+	fromJSON := fs.String("from-json", "", "print the tables of a JSON file written by --json, and run nothing")
 	verbosity := fs.Int("v", 0, "log verbosity of the control plane")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: phalanx-sim bench [--quick] [--cases a,b] [--arms phalanx,upstream,ceiling] [--json out.json] [--repeat N]\n\n")
@@ -41,6 +42,9 @@ func benchCommand(args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	quietLogs(*verbosity)
+	if *fromJSON != "" {
+		return printFromJSON(*fromJSON)
+	}
 
 	var patterns []string
 	if *casesFlag != "" {
@@ -115,4 +119,19 @@ func benchCommand(args []string) error {
 		return fmt.Errorf("%d of %d runs failed or violated the placement check", failed, len(file.Results))
 	}
 	return nil
+}
+
+// printFromJSON prints the tables of a saved run.
+func printFromJSON(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var file report.File
+	if err := json.Unmarshal(data, &file); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	fmt.Printf("%s\nMachine: %d CPUs (%s), %d GiB, %s; started %s\n\n", file.Command, file.Machine.CPUs, file.Machine.CPUModel,
+		file.Machine.MemoryKiB>>20, file.Machine.GoVersion, file.Started.Format(time.RFC3339))
+	return report.WriteTable(os.Stdout, file.Results)
 }

@@ -287,6 +287,7 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 	stopProfile = func() {}
 	res.HarnessCPUSeconds = (processCPU() - cpu0).Seconds()
 	res.HarnessPeakRSSBytes = peakRSS("self")
+	res.LoadAverage = loadAverage()
 	// Measure before stopping: the child's /metrics and VmHWM go with it.
 	a.measure(ctx, res, len(watch.snapshot()))
 	a.stop(res)

@@ -135,6 +135,7 @@ func TestTableAndRatios(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WriteTable(&buf, results))
 	assert.Contains(t, buf.String(), "4.00×")
+	assert.Contains(t, buf.String(), "200.0 (100–300)", "median and range over three runs")
 	assert.Contains(t, buf.String(), "100 MiB (s)")
 	assert.NotContains(t, buf.String(), "Where the schedulers' time went", "no phases measured, no phase table")
 

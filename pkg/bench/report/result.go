@@ -75,6 +75,11 @@ type Result struct {
 	// API server, etcd, the bind watcher, and any in-process scheduler.
 	HarnessCPUSeconds float64 `json:"harnessCPUSeconds"`
 
+	// LoadAverage is the machine's 1-minute load average at the end of the
+	// measured window: on a shared machine, other work competes for the
+	// same cores.
+	LoadAverage float64 `json:"loadAverage,omitempty"`
+
 	Verdict Verdict `json:"verdict"`
 	// Stop says why the measured window ended: "all bound", "stalled" or
 	// "deadline".

@@ -23,14 +23,18 @@ type Summary struct {
 	Failed    int
 	Pods      int
 	// Bound is the smallest bound count over the runs.
-	Bound             int
-	ReadySeconds      float64
-	PodsPerSecond     float64
-	FirstGroupSeconds float64
-	GroupP50Seconds   float64
-	GroupP99Seconds   float64
-	AttemptsPerPod    float64
-	HasAttempts       bool
+	Bound         int
+	ReadySeconds  float64
+	PodsPerSecond float64
+	// LoadAverage is the median machine load at the end of the runs.
+	LoadAverage float64
+	// PodsPerSecondMin and Max are the range over the runs.
+	PodsPerSecondMin, PodsPerSecondMax float64
+	FirstGroupSeconds                  float64
+	GroupP50Seconds                    float64
+	GroupP99Seconds                    float64
+	AttemptsPerPod                     float64
+	HasAttempts                        bool
 	// PhaseSeconds is the median of each SchedulerMetrics phase.
 	PhaseSeconds map[string]float64
 	PeakRSSBytes uint64
@@ -59,7 +63,7 @@ func Summarize(results []Result) []Summary {
 	out := make([]Summary, 0, len(order))
 	for _, k := range order {
 		s := Summary{Case: k.c, Arm: k.a, PlacementOK: true, Bound: -1}
-		var ready, pps, first, p50, p99, att, mem, sched, harness []float64
+		var load, ready, pps, first, p50, p99, att, mem, sched, harness []float64
 		stops := map[string]bool{}
 		phases := map[string][]float64{}
 		for _, r := range runs[k] {
@@ -81,6 +85,9 @@ func Summarize(results []Result) []Summary {
 				s.Stops = append(s.Stops, r.Stop)
 			}
 			pps = append(pps, r.PodsPerSecond)
+			if r.LoadAverage > 0 {
+				load = append(load, r.LoadAverage)
+			}
 			if r.ReadySeconds > 0 {
 				ready = append(ready, r.ReadySeconds)
 			}
@@ -106,7 +113,9 @@ func Summarize(results []Result) []Summary {
 			s.Bound = 0
 		}
 		s.ReadySeconds = median(ready)
+		s.LoadAverage = median(load)
 		s.PodsPerSecond = median(pps)
+		s.PodsPerSecondMin, s.PodsPerSecondMax = Percentile(pps, 0), Percentile(pps, 100)
 		s.FirstGroupSeconds = median(first)
 		s.GroupP50Seconds = median(p50)
 		s.GroupP99Seconds = median(p99)
@@ -129,7 +138,7 @@ func Summarize(results []Result) []Summary {
 func WriteTable(w io.Writer, results []Result) error {
 	sums := Summarize(results)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\tarm\truns\tbound\tready\tpods/s\t1st gang\tp50 gang\tp99 gang\tattempts/pod\tpeak RSS\tsched CPU\tharness CPU\tplacement\t")
+	fmt.Fprintln(tw, "case\tarm\truns\tbound\tready\tpods/s\t1st gang\tp50 gang\tp99 gang\tattempts/pod\tpeak RSS\tsched CPU\tharness CPU\tload\tplacement\t")
 	for _, s := range sums {
 		placement := "ok"
 		switch {
@@ -145,16 +154,21 @@ func WriteTable(w io.Writer, results []Result) error {
 		if s.HasAttempts {
 			att = fmt.Sprintf("%.2f", s.AttemptsPerPod)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%.1fs\t%s\t\n",
-			s.Case, s.Arm, s.Runs, s.Bound, s.Pods, seconds(s.ReadySeconds), s.PodsPerSecond,
+		pps := fmt.Sprintf("%.1f", s.PodsPerSecond)
+		if s.Runs-s.Failed > 1 {
+			pps += fmt.Sprintf(" (%.0f–%.0f)", s.PodsPerSecondMin, s.PodsPerSecondMax)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1fs\t%s\t%s\t\n",
+			s.Case, s.Arm, s.Runs, s.Bound, s.Pods, seconds(s.ReadySeconds), pps,
 			seconds(s.FirstGroupSeconds), seconds(s.GroupP50Seconds), seconds(s.GroupP99Seconds),
-			att, memory(s.PeakRSSBytes, s.MemoryScope), seconds(s.SchedulerCPU), s.HarnessCPU, placement)
+			att, memory(s.PeakRSSBytes, s.MemoryScope), seconds(s.SchedulerCPU), s.HarnessCPU, loadString(s.LoadAverage), placement)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "load: the machine's 1-minute load average at the end of the window; the benchmark itself accounts for up to about 2, more means other work competed for the cores.")
 	fmt.Fprintln(w, "peak RSS: (s) = the scheduler's own process; (h) = the whole harness process (API server, etcd, and an in-process scheduler or binder).")
-	fmt.Fprintln(w, "All times are from scheduler start: ready = informers synced, gang = its last member bound; pods/s = bound pods ÷ time to the last bind. Medians over runs.")
+	fmt.Fprintln(w, "All times are from scheduler start: ready = informers synced, gang = its last member bound; pods/s = bound pods ÷ time to the last bind. Medians over runs (pods/s range in brackets).")
 
 	if err := writePhases(w, sums); err != nil {
 		return err
@@ -280,6 +294,13 @@ func Ratios(sums []Summary) []Ratio {
 		}
 	}
 	return out
+}
+
+func loadString(l float64) string {
+	if l <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", l)
 }
 
 func seconds(s float64) string {
