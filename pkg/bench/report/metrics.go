@@ -210,3 +210,54 @@ func MetricsBetween(before, after Samples, profile, source string) *SchedulerMet
 	}
 	return m
 }
+
+// metricAPIRequests is the API server's request counter.
+const metricAPIRequests = "apiserver_request_total"
+
+// readVerbs are the verbs APIWrites leaves out.
+var readVerbs = map[string]bool{"GET": true, "LIST": true, "WATCH": true, "WATCHLIST": true, "CONNECT": true}
+
+// APIRequestsBetween counts the requests an API server served between two
+// scrapes of its metrics, by "VERB resource[.group][/subresource]". Only
+// keys that grew are returned.
+func APIRequestsBetween(before, after Samples) map[string]float64 {
+	key := func(s Sample) string {
+		k := s.Labels["verb"] + " " + s.Labels["resource"]
+		if g := s.Labels["group"]; g != "" {
+			k += "." + g
+		}
+		if sub := s.Labels["subresource"]; sub != "" {
+			k += "/" + sub
+		}
+		return k
+	}
+	counts := map[string]float64{}
+	for _, s := range after {
+		if s.Name == metricAPIRequests {
+			counts[key(s)] += s.Value
+		}
+	}
+	for _, s := range before {
+		if s.Name == metricAPIRequests {
+			counts[key(s)] -= s.Value
+		}
+	}
+	for k, v := range counts {
+		if v <= 0 {
+			delete(counts, k)
+		}
+	}
+	return counts
+}
+
+// APIWrites sums the requests of counts that are not reads.
+func APIWrites(counts map[string]float64) float64 {
+	total := 0.0
+	for k, v := range counts {
+		verb, _, _ := strings.Cut(k, " ")
+		if !readVerbs[verb] {
+			total += v
+		}
+	}
+	return total
+}

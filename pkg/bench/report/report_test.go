@@ -104,6 +104,27 @@ func TestParseMetricsAndSchedulerMetrics(t *testing.T) {
 	assert.Error(t, err)
 }
 
+func TestAPIRequestsBetween(t *testing.T) {
+	before, err := ParseMetrics(`apiserver_request_total{code="201",group="",resource="pods",subresource="binding",verb="POST",version="v1"} 10
+apiserver_request_total{code="200",group="",resource="nodes",subresource="",verb="LIST",version="v1"} 3
+`)
+	require.NoError(t, err)
+	after, err := ParseMetrics(`apiserver_request_total{code="201",group="",resource="pods",subresource="binding",verb="POST",version="v1"} 40
+apiserver_request_total{code="409",group="",resource="pods",subresource="binding",verb="POST",version="v1"} 2
+apiserver_request_total{code="200",group="",resource="nodes",subresource="",verb="LIST",version="v1"} 3
+apiserver_request_total{code="200",group="",resource="pods",subresource="",verb="LIST",version="v1"} 1
+apiserver_request_total{code="200",group="scheduling.phalanx.dev",resource="podgroups",subresource="status",verb="PATCH",version="v1alpha1"} 5
+`)
+	require.NoError(t, err)
+	counts := APIRequestsBetween(before, after)
+	assert.Equal(t, map[string]float64{
+		"POST pods/binding": 32,
+		"LIST pods":         1,
+		"PATCH podgroups.scheduling.phalanx.dev/status": 5,
+	}, counts, "by verb and resource over all codes; unchanged keys left out")
+	assert.Equal(t, 37.0, APIWrites(counts), "reads do not count")
+}
+
 func TestProcField(t *testing.T) {
 	status := "Name:\tkube-scheduler\nVmHWM:\t  123456 kB\nVmRSS:\t 1000 kB\n"
 	assert.Equal(t, uint64(123456), ProcField(status, "VmHWM"))
@@ -144,6 +165,12 @@ func TestTableAndRatios(t *testing.T) {
 	require.NoError(t, WriteTable(&buf, results))
 	assert.Contains(t, buf.String(), "Where the schedulers' time went")
 	assert.Contains(t, buf.String(), "12.50")
+
+	errored := append(append([]Result(nil), results...), Result{Case: "Gang/x", Arm: ArmCeiling, Run: 2, Pods: 10, Error: "start sandbox: port in use"})
+	buf.Reset()
+	require.NoError(t, WriteTable(&buf, errored))
+	assert.Contains(t, buf.String(), "ok (1 of 2 runs failed to run; see the JSON)", "a run that never ran is no placement violation")
+	assert.NotContains(t, buf.String(), "VIOLATED")
 
 	failed := append(results, Result{Case: "Gang/x", Arm: ArmUpstream, Run: 2, Pods: 10, Verdict: Verdict{Pods: 10, Bound: 5, Groups: 2, PartialGroups: 1}, Stop: "deadline"})
 	buf.Reset()

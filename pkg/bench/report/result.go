@@ -56,6 +56,10 @@ type Result struct {
 	// Scheduler is what the scheduler's own metrics counted over the
 	// measured window; nil when they could not be read.
 	Scheduler *SchedulerMetrics `json:"scheduler,omitempty"`
+	// APIRequests counts the requests the (in-process) API server served
+	// during the measured window, by "VERB resource[.group][/subresource]":
+	// binds, status writes, events, leases of whatever ran.
+	APIRequests map[string]float64 `json:"apiRequests,omitempty"`
 	// FailedSchedulingEvents sums the count of FailedScheduling events on
 	// the case's pods. The event recorder merges repeats of one message, so
 	// this is a lower bound on failed attempts.

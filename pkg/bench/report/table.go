@@ -26,6 +26,8 @@ type Summary struct {
 	Bound         int
 	ReadySeconds  float64
 	PodsPerSecond float64
+	// APIWritesPerPod is the median of APIWrites(APIRequests) / pods.
+	APIWritesPerPod float64
 	// LoadAverage is the median machine load at the end of the runs.
 	LoadAverage float64
 	// PodsPerSecondMin and Max are the range over the runs.
@@ -42,7 +44,7 @@ type Summary struct {
 	SchedulerCPU float64
 	HarnessCPU   float64
 	Groups       int
-	// PlacementOK is true when every run's Verdict was OK.
+	// PlacementOK is true when the Verdict of every run that ran was OK.
 	PlacementOK bool
 	Stops       []string
 }
@@ -63,7 +65,7 @@ func Summarize(results []Result) []Summary {
 	out := make([]Summary, 0, len(order))
 	for _, k := range order {
 		s := Summary{Case: k.c, Arm: k.a, PlacementOK: true, Bound: -1}
-		var load, ready, pps, first, p50, p99, att, mem, sched, harness []float64
+		var writes, load, ready, pps, first, p50, p99, att, mem, sched, harness []float64
 		stops := map[string]bool{}
 		phases := map[string][]float64{}
 		for _, r := range runs[k] {
@@ -71,7 +73,6 @@ func Summarize(results []Result) []Summary {
 			s.Pods, s.Groups = r.Pods, r.Groups
 			if r.Error != "" {
 				s.Failed++
-				s.PlacementOK = false
 				continue
 			}
 			if s.Bound < 0 || r.Verdict.Bound < s.Bound {
@@ -85,6 +86,9 @@ func Summarize(results []Result) []Summary {
 				s.Stops = append(s.Stops, r.Stop)
 			}
 			pps = append(pps, r.PodsPerSecond)
+			if len(r.APIRequests) > 0 && r.Pods > 0 {
+				writes = append(writes, APIWrites(r.APIRequests)/float64(r.Pods))
+			}
 			if r.LoadAverage > 0 {
 				load = append(load, r.LoadAverage)
 			}
@@ -114,6 +118,7 @@ func Summarize(results []Result) []Summary {
 		}
 		s.ReadySeconds = median(ready)
 		s.LoadAverage = median(load)
+		s.APIWritesPerPod = median(writes)
 		s.PodsPerSecond = median(pps)
 		s.PodsPerSecondMin, s.PodsPerSecondMax = Percentile(pps, 0), Percentile(pps, 100)
 		s.FirstGroupSeconds = median(first)
@@ -138,7 +143,7 @@ func Summarize(results []Result) []Summary {
 func WriteTable(w io.Writer, results []Result) error {
 	sums := Summarize(results)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\tarm\truns\tbound\tready\tpods/s\t1st gang\tp50 gang\tp99 gang\tattempts/pod\tpeak RSS\tsched CPU\tharness CPU\tload\tplacement\t")
+	fmt.Fprintln(tw, "case\tarm\truns\tbound\tready\tpods/s\t1st gang\tp50 gang\tp99 gang\tattempts/pod\tAPI writes/pod\tpeak RSS\tsched CPU\tharness CPU\tload\tplacement\t")
 	for _, s := range sums {
 		placement := "ok"
 		switch {
@@ -150,6 +155,9 @@ func WriteTable(w io.Writer, results []Result) error {
 		if s.Bound < s.Pods && s.Failed < s.Runs {
 			placement += fmt.Sprintf(" (stopped: %s)", strings.Join(s.Stops, ", "))
 		}
+		if s.Failed > 0 && s.Failed < s.Runs {
+			placement += fmt.Sprintf(" (%d of %d runs failed to run; see the JSON)", s.Failed, s.Runs)
+		}
 		att := "-"
 		if s.HasAttempts {
 			att = fmt.Sprintf("%.2f", s.AttemptsPerPod)
@@ -158,14 +166,15 @@ func WriteTable(w io.Writer, results []Result) error {
 		if s.Runs-s.Failed > 1 {
 			pps += fmt.Sprintf(" (%.0f–%.0f)", s.PodsPerSecondMin, s.PodsPerSecondMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1fs\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1fs\t%s\t%s\t\n",
 			s.Case, s.Arm, s.Runs, s.Bound, s.Pods, seconds(s.ReadySeconds), pps,
 			seconds(s.FirstGroupSeconds), seconds(s.GroupP50Seconds), seconds(s.GroupP99Seconds),
-			att, memory(s.PeakRSSBytes, s.MemoryScope), seconds(s.SchedulerCPU), s.HarnessCPU, loadString(s.LoadAverage), placement)
+			att, perPod(s.APIWritesPerPod), memory(s.PeakRSSBytes, s.MemoryScope), seconds(s.SchedulerCPU), s.HarnessCPU, loadString(s.LoadAverage), placement)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "API writes/pod: requests other than GET/LIST/WATCH the API server served in the window (binds, status writes, events), per pod of the case.")
 	fmt.Fprintln(w, "load: the machine's 1-minute load average at the end of the window; the benchmark itself accounts for up to about 2, more means other work competed for the cores.")
 	fmt.Fprintln(w, "peak RSS: (s) = the scheduler's own process; (h) = the whole harness process (API server, etcd, and an in-process scheduler or binder).")
 	fmt.Fprintln(w, "All times are from scheduler start: ready = informers synced, gang = its last member bound; pods/s = bound pods ÷ time to the last bind. Medians over runs (pods/s range in brackets).")
@@ -294,6 +303,13 @@ func Ratios(sums []Summary) []Ratio {
 		}
 	}
 	return out
+}
+
+func perPod(v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 func loadString(l float64) string {
