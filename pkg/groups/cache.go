@@ -19,6 +19,26 @@ type Cache struct {
 	groups map[Key]*Group
 	// pods maps a member's UID to its leaf group.
 	pods map[types.UID]Key
+	// lastRev hands out group revisions; see HierarchyRevision.
+	lastRev uint64
+}
+
+// bumpLocked gives g a new revision: something HierarchyRevision promises
+// to reflect changed in it.
+func (c *Cache) bumpLocked(g *Group) {
+	c.lastRev++
+	g.rev = c.lastRev
+}
+
+// sameMemberSpec reports whether two versions of a member agree on what
+// the scheduler validates across a hierarchy.
+func sameMemberSpec(a, b *corev1.Pod) bool {
+	return ptrEqual(a.Spec.Priority, b.Spec.Priority) && ptrEqual(a.Spec.PreemptionPolicy, b.Spec.PreemptionPolicy) &&
+		a.Spec.SchedulerName == b.Spec.SchedulerName
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // NewCache returns an empty cache.
@@ -63,6 +83,7 @@ func (c *Cache) gcLocked(k Key) {
 		pk := Key{Kind: CompositeKind, Namespace: k.Namespace, Name: g.ParentName}
 		if p := c.groups[pk]; p != nil {
 			delete(p.children, k)
+			c.bumpLocked(p)
 			c.gcLocked(pk)
 		}
 	}
@@ -87,6 +108,9 @@ func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
 	}
 	g := c.getOrCreateLocked(a.Key)
 	if a.Key.Kind == LabelKind {
+		if !g.Exists || g.MinCount != a.MinAvailable {
+			c.bumpLocked(g)
+		}
 		g.Exists = true
 		g.Gang = true
 		g.MinCount = a.MinAvailable
@@ -99,8 +123,14 @@ func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
 		m = &Member{State: Pending}
 		g.members[pod.UID] = m
 		g.counts[Pending]++
+		c.bumpLocked(g)
+	} else if !sameMemberSpec(m.Pod, pod) {
+		c.bumpLocked(g)
 	}
 	next := stateOf(pod, m.State)
+	if (next == Finished) != (m.State == Finished) {
+		c.bumpLocked(g)
+	}
 	g.counts[m.State]--
 	g.counts[next]++
 	m.State = next
@@ -129,6 +159,7 @@ func (c *Cache) removeMemberLocked(k Key, uid types.UID) {
 	if m := g.members[uid]; m != nil {
 		g.counts[m.State]--
 		delete(g.members, uid)
+		c.bumpLocked(g)
 	}
 	if k.Kind == LabelKind && len(g.members) == 0 {
 		g.Exists = false
@@ -169,6 +200,7 @@ func (c *Cache) SetPodGroup(pg *v1alpha1.PodGroup) {
 	defer c.mu.Unlock()
 	k := Key{Kind: PodGroupKind, Namespace: pg.Namespace, Name: pg.Name}
 	g := c.getOrCreateLocked(k)
+	c.bumpLocked(g)
 	g.Exists = true
 	g.UID = pg.UID
 	g.Created = pg.CreationTimestamp.Time
@@ -194,6 +226,7 @@ func (c *Cache) SetComposite(cpg *v1alpha1.CompositePodGroup) {
 	defer c.mu.Unlock()
 	k := Key{Kind: CompositeKind, Namespace: cpg.Namespace, Name: cpg.Name}
 	g := c.getOrCreateLocked(k)
+	c.bumpLocked(g)
 	g.Exists = true
 	g.UID = cpg.UID
 	g.Created = cpg.CreationTimestamp.Time
@@ -239,12 +272,15 @@ func (c *Cache) setParentLocked(g *Group, parent *string) {
 		old := Key{Kind: CompositeKind, Namespace: g.Key.Namespace, Name: g.ParentName}
 		if p := c.groups[old]; p != nil {
 			delete(p.children, g.Key)
+			c.bumpLocked(p)
 			c.gcLocked(old)
 		}
 	}
 	g.ParentName = name
 	if name != "" {
-		c.getOrCreateLocked(Key{Kind: CompositeKind, Namespace: g.Key.Namespace, Name: name}).children[g.Key] = struct{}{}
+		p := c.getOrCreateLocked(Key{Kind: CompositeKind, Namespace: g.Key.Namespace, Name: name})
+		p.children[g.Key] = struct{}{}
+		c.bumpLocked(p)
 	}
 }
 
@@ -255,6 +291,7 @@ func (c *Cache) DeleteGroup(k Key) {
 	defer c.mu.Unlock()
 	if g := c.groups[k]; g != nil {
 		g.Exists = false
+		c.bumpLocked(g)
 		c.gcLocked(k)
 	}
 }
@@ -437,6 +474,54 @@ func (c *Cache) HierarchyMembers(pod *corev1.Pod, keep func(State) bool) []*core
 	return c.Members(a.Key, keep)
 }
 
+// HierarchyRevision identifies the state of the hierarchy group k belongs
+// to as far as validation is concerned: it changes whenever a group object
+// of the hierarchy, its parent links, its set of live members, or a
+// member's priority, preemption policy or scheduler name changes. It does
+// not change when members are reserved or bound, so a check over all
+// members can be remembered across the members' scheduling cycles instead
+// of being repeated for each (quadratic in gang size). ok is false when k
+// is unknown.
+func (c *Cache) HierarchyRevision(k Key) (rev uint64, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	root := c.groups[k]
+	if root == nil {
+		return 0, false
+	}
+	if chain, err := c.chainLocked(k); err == nil {
+		root = chain[len(chain)-1]
+	}
+	// Revisions are unique and only grow, and a detached child bumps its
+	// old parent, so the largest revision in the tree moves with any change.
+	rev = root.rev
+	c.walkGroupsLocked(root, func(g *Group) { rev = max(rev, g.rev) })
+	return rev, true
+}
+
+// HierarchyCount counts the members in states passing keep across the
+// hierarchy group k belongs to, without listing them.
+func (c *Cache) HierarchyCount(k Key, keep func(State) bool) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	root := c.groups[k]
+	if root == nil {
+		return 0
+	}
+	if chain, err := c.chainLocked(k); err == nil {
+		root = chain[len(chain)-1]
+	}
+	n := 0
+	c.walkLeavesLocked(root, 0, func(g *Group) {
+		for s := State(0); s < numStates; s++ {
+			if keep(s) {
+				n += g.counts[s]
+			}
+		}
+	})
+	return n
+}
+
 // Members is HierarchyMembers for the hierarchy that group k belongs to.
 func (c *Cache) Members(k Key, keep func(State) bool) []*corev1.Pod {
 	c.mu.RLock()
@@ -471,6 +556,28 @@ func (c *Cache) walkLeavesLocked(g *Group, depth int, fn func(*Group)) {
 
 // walkLeavesVisited visits each group once, so a cyclic parent chain (which
 // ChainOf reports as an error) cannot yield a leaf twice.
+// walkGroupsLocked calls fn for every group under g, g included, composites too.
+func (c *Cache) walkGroupsLocked(g *Group, fn func(*Group)) {
+	seen := map[Key]bool{}
+	var walk func(g *Group, depth int)
+	walk = func(g *Group, depth int) {
+		if seen[g.Key] {
+			return
+		}
+		seen[g.Key] = true
+		fn(g)
+		if depth >= v1alpha1.MaxTreeDepth {
+			return
+		}
+		for ck := range g.children {
+			if ch := c.groups[ck]; ch != nil {
+				walk(ch, depth+1)
+			}
+		}
+	}
+	walk(g, 0)
+}
+
 func (c *Cache) walkLeavesVisited(g *Group, depth int, seen map[Key]bool, fn func(*Group)) {
 	if seen[g.Key] {
 		return

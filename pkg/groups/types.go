@@ -102,6 +102,7 @@ type Group struct {
 	members  map[types.UID]*Member
 	counts   [numStates]int
 	children map[Key]struct{}
+	rev      uint64 // see Cache.HierarchyRevision
 }
 
 // IsLeaf reports whether the group holds pods (PodGroup or label group).

@@ -145,7 +145,12 @@ func (p *planner) indexNodes(nodes []Node) error {
 	for i := range nodes {
 		p.nodes[i] = &nodes[i]
 	}
-	slices.SortFunc(p.nodes, func(a, b *Node) int { return strings.Compare(a.Name, b.Name) })
+	byName := func(a, b *Node) int { return strings.Compare(a.Name, b.Name) }
+	// Callers that keep their nodes in name order (the scheduler plugins
+	// do) skip the sort: it was a fixed cost of every plan.
+	if !slices.IsSortedFunc(p.nodes, byName) {
+		slices.SortFunc(p.nodes, byName)
+	}
 	p.all = make([]int32, len(nodes))
 	for i, n := range p.nodes {
 		if n.Name == "" {
@@ -340,10 +345,17 @@ func (b *builder) initKeys() {
 		// Ids are handed out in first-seen order, then remapped to sorted order.
 		id := map[string]int32{}
 		k.vals = make([]int32, len(p.nodes))
+		// Nodes in name order mostly come in runs of one domain (rack-07-n01,
+		// rack-07-n02, ...): the previous node's id answers without a lookup.
+		last, lastID := "", int32(-1)
 		for i, n := range p.nodes {
 			v, ok := n.Labels[k.name]
 			if !ok {
 				k.vals[i] = -1
+				continue
+			}
+			if lastID >= 0 && v == last {
+				k.vals[i] = lastID
 				continue
 			}
 			first, seen := id[v]
@@ -353,6 +365,7 @@ func (b *builder) initKeys() {
 				id[v] = first
 			}
 			k.vals[i] = first
+			last, lastID = v, first
 		}
 		k.names = slices.Clone(values[:len(id)])
 		slices.Sort(k.names)

@@ -120,6 +120,7 @@ type Topology struct {
 
 	mu    sync.Mutex
 	plans map[groups.Key]*plan
+	nodes SnapshotNodes
 }
 
 var (
@@ -247,7 +248,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("list snapshot nodes: %w", err))
 	}
-	nodes := NodesFromSnapshot(infos, t.handle.NominatedPodsForNode, members)
+	nodes := t.nodes.Nodes(infos, t.handle.NominatedPodsForNode, members)
 	start := time.Now()
 	result, err := placement.PlanGroup(nodes, input, t.opts)
 	planDuration.Observe(time.Since(start).Seconds())
