@@ -177,6 +177,13 @@ func (c *Cluster) StartScheduler(ctx context.Context) (*Scheduler, error) {
 	return s, nil
 }
 
+// Scheduler returns the running in-process scheduler, nil when stopped.
+func (c *Cluster) Scheduler() *Scheduler {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.scheduler
+}
+
 // StopScheduler stops the in-process scheduler, as a crash would.
 func (c *Cluster) StopScheduler() {
 	c.mu.Lock()

@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sort"
 
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
 
 	"github.com/phalanx-sched/phalanx/pkg/plugins"
 )
@@ -16,9 +20,46 @@ import (
 // Scheduler is a kube-scheduler running inside this process with the same
 // plugin registry as cmd/phalanx-scheduler.
 type Scheduler struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel   context.CancelFunc
+	done     chan struct{}
+	sched    *scheduler.Scheduler
+	informer informers.SharedInformerFactory
 }
+
+// AssumedPods returns, as namespace/name -> node, the pods the scheduler
+// has assumed onto a node but not yet seen bound by the API server: members
+// waiting in Permit and pods being bound. It reads the scheduler's cache,
+// for tests that check nothing stays assumed.
+func (s *Scheduler) AssumedPods() map[string]string {
+	dump := s.sched.Cache.Dump()
+	out := map[string]string{}
+	for name, ni := range dump.Nodes {
+		for _, pi := range ni.GetPods() {
+			pod := pi.GetPod()
+			if dump.AssumedPods.Has(string(pod.UID)) {
+				out[pod.Namespace+"/"+pod.Name] = name
+			}
+		}
+	}
+	return out
+}
+
+// WaitingPods returns the namespace/name of every pod waiting in Permit, in
+// any profile, sorted.
+func (s *Scheduler) WaitingPods() []string {
+	var out []string
+	for _, prof := range s.sched.Profiles {
+		prof.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+			out = append(out, wp.GetPod().Namespace+"/"+wp.GetPod().Name)
+		})
+	}
+	sort.Strings(out)
+	return out
+}
+
+// InformerFactory is the scheduler's shared informer factory, the key under
+// which its plugins share state (e.g. groups.Shared).
+func (s *Scheduler) InformerFactory() informers.SharedInformerFactory { return s.informer }
 
 // Stop cancels the scheduler and waits until its loop has returned.
 func (s *Scheduler) Stop() {
@@ -61,7 +102,7 @@ func StartScheduler(ctx context.Context, configPath string) (*Scheduler, error) 
 		cancel()
 		return nil, fmt.Errorf("scheduler handlers did not sync: %w", err)
 	}
-	s := &Scheduler{cancel: cancel, done: make(chan struct{})}
+	s := &Scheduler{cancel: cancel, done: make(chan struct{}), sched: sched, informer: cc.InformerFactory}
 	go func() {
 		defer close(s.done)
 		defer cc.EventBroadcaster.Shutdown()
