@@ -292,6 +292,11 @@ func (c *Cache) DeleteGroup(k Key) {
 	if g := c.groups[k]; g != nil {
 		g.Exists = false
 		c.bumpLocked(g)
+		// A deleted object names no parent. Keeping the link would let
+		// Members walk from the old parent into the deleted group, and
+		// would keep placeholders that link to each other (a deleted
+		// cycle) alive forever.
+		c.setParentLocked(g, nil)
 		c.gcLocked(k)
 	}
 }
@@ -416,8 +421,8 @@ func (c *Cache) Quorum(pod *corev1.Pod, count Counter) (ok bool, short Shortfall
 	if err != nil {
 		return false, short, err
 	}
-	for _, g := range chain {
-		if sat, have, need := c.satisfiedLocked(g, count, 0); !sat {
+	for i, g := range chain {
+		if sat, have, need := c.satisfiedLocked(g, count, len(chain)-1-i); !sat {
 			return false, Shortfall{Key: g.Key, Leaf: g.IsLeaf(), Have: have, Need: need}, nil
 		}
 	}
@@ -432,11 +437,21 @@ func (c *Cache) Satisfied(k Key, count Counter) (ok bool, have, need int) {
 	if g == nil || !g.Exists {
 		return false, 0, 0
 	}
-	return c.satisfiedLocked(g, count, 0)
+	depth := 0
+	if chain, err := c.chainLocked(k); err == nil {
+		depth = len(chain) - 1
+	}
+	return c.satisfiedLocked(g, count, depth)
 }
 
-// satisfiedLocked reports whether g reaches its minimum, with the counts
-// behind the answer. A basic group is satisfied by any placed member.
+// expands reports whether the children of a composite at depth (0 for a
+// root) are within MaxTreeDepth levels. Deeper groups are not part of the
+// tree: their own chains are errors.
+func expands(depth int) bool { return depth+1 < v1alpha1.MaxTreeDepth }
+
+// satisfiedLocked reports whether g, at depth below its root, reaches its
+// minimum, with the counts behind the answer. A basic group is satisfied
+// by any placed member.
 func (c *Cache) satisfiedLocked(g *Group, count Counter, depth int) (bool, int, int) {
 	if g.IsLeaf() {
 		n := count(g)
@@ -446,7 +461,7 @@ func (c *Cache) satisfiedLocked(g *Group, count Counter, depth int) (bool, int, 
 		return n > 0, n, 1
 	}
 	sat := 0
-	if depth < v1alpha1.MaxTreeDepth {
+	if expands(depth) {
 		for ck := range g.children {
 			ch := c.groups[ck]
 			if ch == nil || !ch.Exists {
@@ -587,7 +602,7 @@ func (c *Cache) walkLeavesVisited(g *Group, depth int, seen map[Key]bool, fn fun
 		fn(g)
 		return
 	}
-	if depth >= v1alpha1.MaxTreeDepth {
+	if !expands(depth) {
 		return
 	}
 	for ck := range g.children {
@@ -668,7 +683,7 @@ func (c *Cache) treeLocked(g *Group, depth int) *Tree {
 		sort.Slice(t.Members, func(i, j int) bool { return t.Members[i].Pod.Name < t.Members[j].Pod.Name })
 		return t
 	}
-	if depth >= v1alpha1.MaxTreeDepth {
+	if !expands(depth) {
 		return t
 	}
 	keys := make([]Key, 0, len(g.children))

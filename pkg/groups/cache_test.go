@@ -558,6 +558,34 @@ func TestCacheDeleteGroup(t *testing.T) {
 		c.DeleteGroup(pgKey("nope"))
 		assert.False(t, tracked(c, pgKey("nope")))
 	})
+
+	t.Run("deleting composites that are each other's parent leaves nothing behind", func(t *testing.T) {
+		c := NewCache()
+		c.SetComposite(composite("a", 1, "b"))
+		c.SetComposite(composite("b", 1, "a"))
+		c.SetComposite(composite("self", 1, "self"))
+		c.DeleteGroup(cpgKey("a"))
+		c.DeleteGroup(cpgKey("b"))
+		c.DeleteGroup(cpgKey("self"))
+		assert.False(t, tracked(c, cpgKey("a")))
+		assert.False(t, tracked(c, cpgKey("b")))
+		assert.False(t, tracked(c, cpgKey("self")))
+		assertConsistent(t, c)
+	})
+
+	t.Run("a deleted composite leaves its parent's hierarchy with its subtree", func(t *testing.T) {
+		c := NewCache()
+		c.SetComposite(composite("root", 1, ""))
+		c.SetComposite(composite("mid", 1, "root"))
+		c.SetPodGroup(podGroup("x", 1, "mid"))
+		addMembers(c, inPodGroup("x"), "x", Pending)
+		require.Equal(t, []string{"x-0"}, names(c.Members(cpgKey("root"), Is(Pending))), "precondition")
+
+		c.DeleteGroup(cpgKey("mid"))
+		assert.Empty(t, c.Members(cpgKey("root"), Is(Pending)), "the deleted composite's leaves are not root's members")
+		assert.True(t, tracked(c, cpgKey("mid")), "kept as a placeholder while it has children")
+		assertConsistent(t, c)
+	})
 }
 
 func TestCacheMembers(t *testing.T) {

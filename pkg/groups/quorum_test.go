@@ -443,3 +443,46 @@ func TestMembersWithCyclicParents(t *testing.T) {
 		assert.Equal(t, []string{"leaf-0", "leaf-1"}, names(c.Members(cpgKey("b"), Is(Pending, Bound))))
 	})
 }
+
+// TestHierarchyBelowMaxDepth: a group below level MaxTreeDepth has an
+// invalid chain of its own, and is not part of its root's tree, quorum or
+// members either.
+func TestHierarchyBelowMaxDepth(t *testing.T) {
+	c := NewCache()
+	c.SetComposite(composite("l1", 2, ""))
+	c.SetComposite(composite("l2", 1, "l1"))
+	c.SetComposite(composite("l3", 1, "l2"))
+	c.SetComposite(composite("l4", 1, "l3"))
+	c.SetPodGroup(podGroup("deep", 1, "l4"))
+	c.SetPodGroup(podGroup("ok", 1, "l1"))
+	deep := addMembers(c, inPodGroup("deep"), "deep", Bound)[0]
+	ok := addMembers(c, inPodGroup("ok"), "ok", Bound)[0]
+
+	t.Run("the group at level five has no valid chain", func(t *testing.T) {
+		_, _, err := c.ChainOf(deep)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "deeper than 4 levels or cyclic")
+	})
+	t.Run("the tree of the root stops at level four", func(t *testing.T) {
+		tree, err := c.TreeOf(cpgKey("l1"))
+		require.NoError(t, err)
+		l4 := tree
+		for _, name := range []string{"l2", "l3", "l4"} {
+			require.NotEmpty(t, l4.Children)
+			l4 = l4.Children[0] // composites sort before PodGroups
+			require.Equal(t, cpgKey(name), l4.Key)
+		}
+		assert.Empty(t, l4.Children)
+	})
+	t.Run("the root's members leave out the level-five group's pods", func(t *testing.T) {
+		assert.Equal(t, []string{"ok-0"}, names(c.Members(pgKey("ok"), Is(Bound))))
+	})
+	t.Run("the level-five group does not count toward the quorum", func(t *testing.T) {
+		sat, have, need := c.Satisfied(cpgKey("l4"), ByBound)
+		assert.Equal(t, []any{false, 0, 1}, []any{sat, have, need})
+		q, short, err := c.Quorum(ok, ByBound)
+		require.NoError(t, err)
+		assert.False(t, q)
+		assert.Equal(t, Shortfall{Key: cpgKey("l1"), Have: 1, Need: 2}, short)
+	})
+}
