@@ -49,7 +49,9 @@ func Attach(pod *corev1.Pod) (a Attachment, ok bool, err error) {
 			return a, true, fmt.Errorf("label %s=%q is invalid: it must be a positive integer", v1alpha1.LightweightMinAvailableLabel, raw)
 		}
 		if specName != "" {
-			return a, true, fmt.Errorf("label %s=%q and spec.schedulingGroup.podGroupName=%q disagree: a pod belongs to one group", v1alpha1.LightweightNameLabel, name, specName)
+			// Even with equal names these are two groups: a label gang has
+			// no PodGroup object for the field to name.
+			return a, true, fmt.Errorf("label %s=%q forms a label gang and spec.schedulingGroup.podGroupName=%q names a PodGroup: a pod belongs to one group, remove the label pair or the field", v1alpha1.LightweightNameLabel, name, specName)
 		}
 		return Attachment{Key: Key{Kind: LabelKind, Namespace: pod.Namespace, Name: name}, MinAvailable: n}, true, nil
 	}
