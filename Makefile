@@ -5,8 +5,17 @@ BIN := bin
 # Packages whose tests link no API server: the fast loop, run with -race.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /pkg/generated -e /pkg/sandbox -e '/pkg/bench$$' -e /cmd/)
 INTEGRATION_TIMEOUT ?= 40m
+# Every fuzz target, as package:Target (go test -fuzz takes one target per
+# package and run). `make fuzz` fails when a Fuzz function in apis, cmd or
+# pkg is missing here, so a new target cannot be forgotten.
+FUZZ_TARGETS = \
+	./pkg/groups:FuzzAttach \
+	./pkg/groups:FuzzGroupTree \
+	./pkg/placement:FuzzPlanGroup \
+	./pkg/placement:FuzzFindVictims
+FUZZTIME ?= 10s
 
-.PHONY: all build generate verify lint test test-unit test-integration soak run clean tools image
+.PHONY: all build generate verify lint test test-unit fuzz test-integration soak run clean tools image
 
 all: build
 
@@ -35,7 +44,21 @@ test-unit:
 test-integration:
 	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./test/integration/...
 
-test: test-unit test-integration
+# Each fuzz target for FUZZTIME past its seed corpus (testdata/fuzz/<Target>
+# beside it; test-unit runs the corpus too). A failing input is written
+# there: commit it as a regression entry with the fix.
+fuzz:
+	@found=$$(grep -rEo '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' apis cmd pkg | \
+	    sed -E 's#^(.*)/[^/]+:func (Fuzz[A-Za-z0-9_]+)$$#./\1:\2#' | sort); \
+	  listed=$$(printf '%s\n' $(FUZZ_TARGETS) | sort); \
+	  if [ "$$found" != "$$listed" ]; then \
+	    echo "FUZZ_TARGETS in the Makefile does not list exactly these fuzz targets:"; echo "$$found"; exit 1; fi
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "== $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
+
+test: test-unit fuzz test-integration
 
 # The randomized invariant runner with 200 seeds (make test runs 20).
 soak:
