@@ -30,23 +30,46 @@ const maxCount = math.MaxInt32
 // initResidual reads, per node, only the resources some shape requests:
 // the others cannot affect a plan, so they are neither copied nor validated.
 func (p *planner) initResidual() error {
+	t := p.table
 	p.nres = len(p.resNames)
 	p.free = make([]int64, len(p.nodes)*p.nres)
 	p.slots = make([]int64, len(p.nodes))
 	p.largest = make([]int64, p.nres)
-	for i, n := range p.nodes {
-		row := p.free[i*p.nres : (i+1)*p.nres]
-		for r, name := range p.resNames {
-			alloc, used := n.Allocatable[name], n.Requested[name]
+	for r, name := range p.resNames {
+		col, ok := t.cols[name]
+		if !ok {
+			continue // no node lists it: 0 allocatable everywhere
+		}
+		for i := range p.nodes {
+			alloc, used := t.alloc[i*t.ncols+col], t.used[i*t.ncols+col]
 			if alloc < 0 || used < 0 {
-				return fmt.Errorf("placement: node %q: negative allocatable or requested %s", n.Name, name)
+				return fmt.Errorf("placement: node %q: negative allocatable or requested %s", p.nodes[i].Name, name)
 			}
-			// Both are non-negative, so the difference cannot overflow. A
-			// resource the node does not list is 0 allocatable.
-			row[r] = alloc - used
+			// Both are non-negative, so the difference cannot overflow.
+			p.free[i*p.nres+r] = alloc - used
 			p.largest[r] = max(p.largest[r], alloc)
 		}
+	}
+	for i, n := range p.nodes {
 		p.slots[i] = min(int64(n.MaxPods)-int64(n.PodCount), maxCount)
+	}
+	for _, u := range p.reserved {
+		i, ok := p.nodeIndex(u.Node)
+		if !ok {
+			continue
+		}
+		if u.Pods < 0 {
+			return fmt.Errorf("placement: usage on node %q: negative pods", u.Node)
+		}
+		p.slots[i] -= int64(u.Pods)
+		for name, v := range u.Requested {
+			if v < 0 {
+				return fmt.Errorf("placement: usage on node %q: negative %s", u.Node, name)
+			}
+			if r, ok := p.resIdx[name]; ok {
+				p.free[int(i)*p.nres+r] -= v
+			}
+		}
 	}
 	return nil
 }

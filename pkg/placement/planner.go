@@ -16,24 +16,25 @@ import (
 // plain error when the input is invalid (duplicate names, a shape index out
 // of range, negative quantities, a cyclic tree). A basic root never fails.
 // PlanGroup does not modify its arguments.
+//
+// A caller that plans repeatedly against a slowly changing cluster keeps a
+// NodeTable instead; PlanGroup prepares one per call.
 func PlanGroup(nodes []Node, root *Group, opts Options) (*Plan, error) {
-	p, err := newPlanner(nodes, root, opts)
+	t, err := NewNodeTable(nodes)
 	if err != nil {
 		return nil, err
 	}
-	if !p.quorum(p.root, p.all) {
-		return nil, p.root.fail
-	}
-	p.surplus(p.root)
-	return p.plan(), nil
+	return t.Plan(root, nil, opts)
 }
 
 // planner holds one planning run. Nodes are indexed in name order, so
 // iterating by index is the deterministic tie-break everywhere.
 type planner struct {
-	opts  Options
-	nodes []*Node
-	all   []int32
+	opts     Options
+	table    *NodeTable
+	reserved []Usage
+	nodes    []*Node
+	all      []int32
 
 	resIdx   map[corev1.ResourceName]int
 	resNames []corev1.ResourceName
@@ -109,17 +110,15 @@ type gnode struct {
 	fail     *Infeasible
 }
 
-func newPlanner(nodes []Node, root *Group, opts Options) (*planner, error) {
+func newPlanner(t *NodeTable, reserved []Usage, root *Group, opts Options) (*planner, error) {
 	if opts.DomainPolicy < BestFit || opts.DomainPolicy > FirstFit {
 		return nil, fmt.Errorf("placement: unknown domain policy %d", opts.DomainPolicy)
 	}
 	if root == nil {
 		return nil, errors.New("placement: nil root group")
 	}
-	p := &planner{opts: opts, resIdx: map[corev1.ResourceName]int{}}
-	if err := p.indexNodes(nodes); err != nil {
-		return nil, err
-	}
+	p := &planner{opts: opts, table: t, reserved: reserved, resIdx: map[corev1.ResourceName]int{}}
+	p.indexNodes()
 	b := &builder{p: p, seen: map[*Group]bool{}, names: map[string]bool{}, podKeys: map[string]bool{}, shapeKeys: map[string]int{}, keyIdx: map[string]int{}}
 	var err error
 	p.root, err = b.build(root, nil, "root")
@@ -137,40 +136,20 @@ func newPlanner(nodes []Node, root *Group, opts Options) (*planner, error) {
 	return p, nil
 }
 
-func (p *planner) indexNodes(nodes []Node) error {
-	if len(nodes) > math.MaxInt32 {
-		return errors.New("placement: too many nodes")
-	}
-	p.nodes = make([]*Node, len(nodes))
-	for i := range nodes {
-		p.nodes[i] = &nodes[i]
-	}
-	byName := func(a, b *Node) int { return strings.Compare(a.Name, b.Name) }
-	// Callers that keep their nodes in name order (the scheduler plugins
-	// do) skip the sort: it was a fixed cost of every plan.
-	if !slices.IsSortedFunc(p.nodes, byName) {
-		slices.SortFunc(p.nodes, byName)
-	}
-	p.all = make([]int32, len(nodes))
-	for i, n := range p.nodes {
-		if n.Name == "" {
-			return errors.New("placement: node with empty name")
-		}
-		if i > 0 && p.nodes[i-1].Name == n.Name {
-			return fmt.Errorf("placement: duplicate node %q", n.Name)
-		}
-		if n.MaxPods < 0 || n.PodCount < 0 {
-			return fmt.Errorf("placement: node %q: negative pod counts", n.Name)
-		}
+func (p *planner) indexNodes() {
+	t := p.table
+	p.nodes = make([]*Node, len(t.nodes))
+	p.all = make([]int32, len(t.nodes))
+	for i := range t.nodes {
+		p.nodes[i] = &t.nodes[i]
 		p.all[i] = int32(i)
 	}
-	return nil
 }
 
-// nodeIndex finds a node by name in the sorted node list.
+// nodeIndex finds a node by name.
 func (p *planner) nodeIndex(name string) (int32, bool) {
-	i, ok := slices.BinarySearchFunc(p.nodes, name, func(n *Node, name string) int { return strings.Compare(n.Name, name) })
-	return int32(i), ok
+	i, ok := p.table.index[name]
+	return i, ok
 }
 
 // builder validates the tree and builds the gnodes.
@@ -340,44 +319,9 @@ func (b *builder) shape(s *Shape) (int, error) {
 // the sorted order of values so that comparing ids breaks ties by value.
 func (b *builder) initKeys() {
 	p := b.p
-	values := make([]string, len(p.nodes))
 	for _, k := range p.keys {
-		// Ids are handed out in first-seen order, then remapped to sorted order.
-		id := map[string]int32{}
-		k.vals = make([]int32, len(p.nodes))
-		// Nodes in name order mostly come in runs of one domain (rack-07-n01,
-		// rack-07-n02, ...): the previous node's id answers without a lookup.
-		last, lastID := "", int32(-1)
-		for i, n := range p.nodes {
-			v, ok := n.Labels[k.name]
-			if !ok {
-				k.vals[i] = -1
-				continue
-			}
-			if lastID >= 0 && v == last {
-				k.vals[i] = lastID
-				continue
-			}
-			first, seen := id[v]
-			if !seen {
-				first = int32(len(id))
-				values[first] = v
-				id[v] = first
-			}
-			k.vals[i] = first
-			last, lastID = v, first
-		}
-		k.names = slices.Clone(values[:len(id)])
-		slices.Sort(k.names)
-		remap := make([]int32, len(id))
-		for sorted, v := range k.names {
-			remap[id[v]] = int32(sorted)
-		}
-		for i, v := range k.vals {
-			if v >= 0 {
-				k.vals[i] = remap[v]
-			}
-		}
+		d := p.table.domainsOf(k.name)
+		k.vals, k.names = d.vals, d.names
 		k.slot = make([]int32, len(k.names))
 		for i := range k.slot {
 			k.slot[i] = -1

@@ -267,7 +267,11 @@ type preemptor struct {
 }
 
 func newPreemptor(nodes []Node, victims []Victim, root *Group, prio int32, opts PreemptOptions) (*preemptor, error) {
-	p, err := newPlanner(nodes, root, opts.Options)
+	t, err := NewNodeTable(nodes)
+	if err != nil {
+		return nil, err
+	}
+	p, err := newPlanner(t, nil, root, opts.Options)
 	if err != nil {
 		return nil, err
 	}

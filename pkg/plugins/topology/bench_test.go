@@ -74,8 +74,11 @@ func BenchmarkReplanCost(b *testing.B) {
 						ni.AddPod(testPod(fmt.Sprintf("x%d", i), "1m", ni.Node().Name))
 						i++
 					}
-					nodes := cache.Nodes(infos, noNominations, nil)
-					if _, err := placement.PlanGroup(nodes, g, placement.Options{}); err != nil {
+					table, reserved, err := cache.Table(infos, noNominations, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := table.Plan(g, reserved, placement.Options{}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -2,7 +2,6 @@ package topology
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -20,117 +19,127 @@ import (
 // NodesFromSnapshot converts the scheduler's snapshot into planner input.
 // Capacity nominated to pods outside the hierarchy being planned counts as
 // used, so two plans never promise the same room. Callers that plan often
-// use a SnapshotNodes, which converts only what changed.
+// keep a SnapshotNodes instead, which converts only what changed.
 func NodesFromSnapshot(infos []fwk.NodeInfo, nominated func(node string) []fwk.PodInfo, inHierarchy map[types.UID]bool) []placement.Node {
-	var s SnapshotNodes
-	return s.Nodes(infos, nominated, inHierarchy)
-}
-
-// SnapshotNodes converts the scheduler's snapshot into planner input and
-// remembers each node's conversion by NodeInfo generation. A snapshot moves
-// by a few nodes between two plans (the pods just bound), so converting all
-// of a 5,000-node snapshot per gang was most of a small gang's planning
-// cost; now only changed nodes are converted, and the result is kept in
-// name order, which is the order the planner wants.
-//
-// The slice Nodes returns is only valid until the next call: unchanged
-// entries are shared between calls. The scheduling cycle calls it serially.
-type SnapshotNodes struct {
-	mu     sync.Mutex
-	sorted []placement.Node // by name
-	gens   []int64
-	index  map[string]int // name -> position in sorted
-}
-
-// Nodes returns the planner's view of infos; see NodesFromSnapshot.
-func (s *SnapshotNodes) Nodes(infos []fwk.NodeInfo, nominated func(node string) []fwk.PodInfo, inHierarchy map[types.UID]bool) []placement.Node {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.refresh(infos) {
-		s.rebuild(infos)
-	}
-	out := s.sorted
-	for i := range s.sorted {
-		pods := nominated(s.sorted[i].Name)
-		if len(pods) == 0 {
-			continue
-		}
-		var extra placement.Resources
-		count := 0
-		for _, p := range pods {
-			pod := p.GetPod()
-			if inHierarchy[pod.UID] {
-				continue
-			}
-			if extra == nil {
-				extra = placement.Resources{}
-			}
-			for name, v := range Requests(pod) {
-				extra[name] += v
-			}
-			count++
-		}
-		if count == 0 {
-			continue
-		}
-		// Copy on write: the cached entry stays what the snapshot says.
-		if &out[0] == &s.sorted[0] {
-			out = slices.Clone(s.sorted)
-		}
-		n := &out[i]
-		n.Requested = maps.Clone(n.Requested)
-		for name, v := range extra {
-			n.Requested[name] += v
-		}
-		n.PodCount += count
-	}
-	return out
-}
-
-// refresh updates the nodes whose generation moved, and reports false when
-// the set of nodes itself changed.
-func (s *SnapshotNodes) refresh(infos []fwk.NodeInfo) bool {
-	if s.index == nil {
-		return false
-	}
-	seen := 0
-	for _, ni := range infos {
-		node := ni.Node()
-		if node == nil {
-			continue
-		}
-		i, ok := s.index[node.Name]
-		if !ok {
-			return false
-		}
-		seen++
-		if g := ni.GetGeneration(); g != s.gens[i] {
-			s.sorted[i], s.gens[i] = convertNode(ni), g
-		}
-	}
-	return seen == len(s.sorted)
-}
-
-func (s *SnapshotNodes) rebuild(infos []fwk.NodeInfo) {
-	type entry struct {
-		node placement.Node
-		gen  int64
-	}
-	entries := make([]entry, 0, len(infos))
+	out := make([]placement.Node, 0, len(infos))
 	for _, ni := range infos {
 		if ni.Node() == nil {
 			continue
 		}
-		entries = append(entries, entry{convertNode(ni), ni.GetGeneration()})
+		n := convertNode(ni)
+		if u, ok := nominatedUsage(n.Name, nominated, inHierarchy); ok {
+			for name, v := range u.Requested {
+				n.Requested[name] += v
+			}
+			n.PodCount += u.Pods
+		}
+		out = append(out, n)
 	}
-	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.node.Name, b.node.Name) })
-	s.sorted = make([]placement.Node, len(entries))
-	s.gens = make([]int64, len(entries))
-	s.index = make(map[string]int, len(entries))
-	for i, e := range entries {
-		s.sorted[i], s.gens[i] = e.node, e.gen
-		s.index[e.node.Name] = i
+	return out
+}
+
+// nominatedUsage is the room nominated on node to pods outside the hierarchy.
+func nominatedUsage(node string, nominated func(node string) []fwk.PodInfo, inHierarchy map[types.UID]bool) (placement.Usage, bool) {
+	u := placement.Usage{Node: node}
+	for _, p := range nominated(node) {
+		pod := p.GetPod()
+		if inHierarchy[pod.UID] {
+			continue
+		}
+		if u.Requested == nil {
+			u.Requested = placement.Resources{}
+		}
+		for name, v := range Requests(pod) {
+			u.Requested[name] += v
+		}
+		u.Pods++
 	}
+	return u, u.Pods > 0
+}
+
+// SnapshotNodes keeps the scheduler's snapshot as a placement.NodeTable
+// across plans. Between two plans the snapshot moves by a few nodes (the
+// pods just bound), and preparing all of a 5,000-node snapshot per gang was
+// most of a small gang's planning cost; now only nodes whose NodeInfo
+// generation moved are converted again.
+type SnapshotNodes struct {
+	mu    sync.Mutex
+	table *placement.NodeTable
+	// The snapshot lists nodes in the same order until the node set
+	// changes, so what was converted is remembered by position.
+	names []string
+	gens  []int64
+}
+
+// Table returns the planner's view of infos, and the room nominated to pods
+// outside inHierarchy as reserved usage. The table is only valid until the
+// next call; the scheduling cycle calls serially.
+func (s *SnapshotNodes) Table(infos []fwk.NodeInfo, nominated func(node string) []fwk.PodInfo, inHierarchy map[types.UID]bool) (*placement.NodeTable, []placement.Usage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.refresh(infos) {
+		if err := s.rebuild(infos); err != nil {
+			return nil, nil, err
+		}
+	}
+	var reserved []placement.Usage
+	for _, name := range s.names {
+		if name == "" {
+			continue
+		}
+		if u, ok := nominatedUsage(name, nominated, inHierarchy); ok {
+			reserved = append(reserved, u)
+		}
+	}
+	return s.table, reserved, nil
+}
+
+// refresh updates the nodes whose generation moved, and reports false when
+// the node set or its order changed.
+func (s *SnapshotNodes) refresh(infos []fwk.NodeInfo) bool {
+	if s.table == nil || len(infos) != len(s.names) {
+		return false
+	}
+	for i, ni := range infos {
+		node := ni.Node()
+		if node == nil {
+			if s.names[i] != "" {
+				return false
+			}
+			continue
+		}
+		if node.Name != s.names[i] {
+			return false
+		}
+		if g := ni.GetGeneration(); g != s.gens[i] {
+			if err := s.table.Update(convertNode(ni)); err != nil {
+				return false
+			}
+			s.gens[i] = g
+		}
+	}
+	return true
+}
+
+func (s *SnapshotNodes) rebuild(infos []fwk.NodeInfo) error {
+	s.table, s.names, s.gens = nil, make([]string, len(infos)), make([]int64, len(infos))
+	nodes := make([]placement.Node, 0, len(infos))
+	for i, ni := range infos {
+		if ni.Node() == nil {
+			continue
+		}
+		n := convertNode(ni)
+		nodes = append(nodes, n)
+		s.names[i], s.gens[i] = n.Name, ni.GetGeneration()
+	}
+	slices.SortFunc(nodes, func(a, b placement.Node) int { return strings.Compare(a.Name, b.Name) })
+	t, err := placement.NewNodeTable(nodes)
+	if err != nil {
+		s.names = nil
+		return err
+	}
+	s.table = t
+	return nil
 }
 
 func convertNode(ni fwk.NodeInfo) placement.Node {

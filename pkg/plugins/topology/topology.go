@@ -248,9 +248,12 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("list snapshot nodes: %w", err))
 	}
-	nodes := t.nodes.Nodes(infos, t.handle.NominatedPodsForNode, members)
+	table, reserved, err := t.nodes.Table(infos, t.handle.NominatedPodsForNode, members)
+	if err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("prepare snapshot nodes: %w", err))
+	}
 	start := time.Now()
-	result, err := placement.PlanGroup(nodes, input, t.opts)
+	result, err := table.Plan(input, reserved, t.opts)
 	planDuration.Observe(time.Since(start).Seconds())
 	p := &plan{created: time.Now(), snapshot: fingerprintOf(infos)}
 	var inf *placement.Infeasible

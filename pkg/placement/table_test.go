@@ -1,0 +1,94 @@
+package placement_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/phalanx-sched/phalanx/pkg/placement"
+)
+
+// TestNodeTableReuseMatchesAFreshPlan: a table built for a different
+// cluster state and then brought up to date node by node, with part of
+// every node's usage passed as reserved usage instead, must plan exactly
+// as PlanGroup does on the nodes as they are. This covers the column
+// growth, the domain cache invalidated by label changes, and reserved
+// usage, over the randomized scenarios of the property test.
+func TestNodeTableReuseMatchesAFreshPlan(t *testing.T) {
+	cases := min(*propertyCases, 3000)
+	for seed := range int64(cases) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		nodes, root, opts := genScenario(randSource{rng})
+
+		// The stale state: no labels, cpu only, nothing used.
+		stale := make([]placement.Node, len(nodes))
+		for i, n := range nodes {
+			stale[i] = placement.Node{Name: n.Name, Labels: map[string]string{}, Allocatable: placement.Resources{cpu: 1000}, MaxPods: 10}
+		}
+		table, err := placement.NewNodeTable(stale)
+		require.NoError(t, err)
+		// Plan once on the stale state so that domain indexes are cached.
+		_, _ = table.Plan(root, nil, opts)
+
+		var reserved []placement.Usage
+		for _, i := range rng.Perm(len(nodes)) {
+			n := nodes[i]
+			base := n
+			base.Requested = placement.Resources{}
+			u := placement.Usage{Node: n.Name, Requested: placement.Resources{}}
+			for name, v := range n.Requested {
+				cut := v / 2
+				base.Requested[name] = v - cut
+				u.Requested[name] = cut
+			}
+			u.Pods = n.PodCount / 2
+			base.PodCount = n.PodCount - u.Pods
+			require.NoError(t, table.Update(base))
+			reserved = append(reserved, u)
+		}
+		// Usage on a node the table does not have is ignored.
+		reserved = append(reserved, placement.Usage{Node: "gone", Requested: placement.Resources{cpu: 1 << 40}, Pods: 1000})
+
+		want, wantErr := placement.PlanGroup(nodes, root, opts)
+		got, gotErr := table.Plan(root, reserved, opts)
+		if !assert.Equal(t, wantErr, gotErr, "seed %d", seed) || !assert.Equal(t, want, got, "seed %d\n%s", seed, describe(nodes, root, opts)) {
+			return
+		}
+	}
+}
+
+func TestNodeTableRejectsBadInput(t *testing.T) {
+	_, err := placement.NewNodeTable([]placement.Node{mkNode("a", placement.Resources{cpu: 1}), mkNode("a", placement.Resources{cpu: 1})})
+	assert.ErrorContains(t, err, `duplicate node "a"`)
+	_, err = placement.NewNodeTable([]placement.Node{mkNode("", placement.Resources{cpu: 1})})
+	assert.ErrorContains(t, err, "empty name")
+
+	table, err := placement.NewNodeTable([]placement.Node{mkNode("b", placement.Resources{cpu: 1}), mkNode("a", placement.Resources{cpu: 1})})
+	require.NoError(t, err)
+	assert.Equal(t, 2, table.Len())
+	assert.True(t, table.Has("a"))
+	assert.Equal(t, "a", table.Nodes()[0].Name, "nodes are kept in name order")
+	assert.ErrorContains(t, table.Update(mkNode("c", placement.Resources{cpu: 1})), `node "c" is not in the table`)
+	assert.ErrorContains(t, table.Update(mkNode("a", placement.Resources{cpu: 1}, podSlots(-1, 0))), "negative pod counts")
+
+	g := gang("ns/g", 1, 1, placement.Shape{Requests: placement.Resources{cpu: 1}})
+	_, err = table.Plan(g, []placement.Usage{{Node: "a", Requested: placement.Resources{cpu: -1}}}, placement.Options{})
+	assert.ErrorContains(t, err, `usage on node "a": negative cpu`)
+	_, err = table.Plan(g, []placement.Usage{{Node: "a", Pods: -1}}, placement.Options{})
+	assert.ErrorContains(t, err, `usage on node "a": negative pods`)
+
+	// Reserved room is not offered: both nodes' single cpu is taken.
+	full := []placement.Usage{
+		{Node: "a", Requested: placement.Resources{corev1.ResourceCPU: 1}},
+		{Node: "b", Requested: placement.Resources{corev1.ResourceCPU: 1}},
+	}
+	_, err = table.Plan(g, full, placement.Options{})
+	var inf *placement.Infeasible
+	assert.ErrorAs(t, err, &inf)
+	plan, err := table.Plan(g, full[:1], placement.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"ns/g-0": "b"}, plan.Assignments)
+}
