@@ -569,8 +569,6 @@ func (c *Cache) walkLeavesLocked(g *Group, depth int, fn func(*Group)) {
 	c.walkLeavesVisited(g, depth, map[Key]bool{}, fn)
 }
 
-// walkLeavesVisited visits each group once, so a cyclic parent chain (which
-// ChainOf reports as an error) cannot yield a leaf twice.
 // walkGroupsLocked calls fn for every group under g, g included, composites too.
 func (c *Cache) walkGroupsLocked(g *Group, fn func(*Group)) {
 	seen := map[Key]bool{}
@@ -593,6 +591,8 @@ func (c *Cache) walkGroupsLocked(g *Group, fn func(*Group)) {
 	walk(g, 0)
 }
 
+// walkLeavesVisited visits each group once, so a cyclic parent chain (which
+// ChainOf reports as an error) cannot yield a leaf twice.
 func (c *Cache) walkLeavesVisited(g *Group, depth int, seen map[Key]bool, fn func(*Group)) {
 	if seen[g.Key] {
 		return
