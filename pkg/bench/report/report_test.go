@@ -148,7 +148,7 @@ func TestTableAndRatios(t *testing.T) {
 
 	ratios := Ratios(sums)
 	require.Len(t, ratios, 2)
-	assert.Equal(t, Ratio{Case: "Gang/x", Arm: ArmPhalanx, PodsPerSecondVsUpstream: 4, PodsPerSecondVsCeiling: 0.2,
+	assert.Equal(t, Ratio{Case: "Gang/x", Arrival: ArrivalPrecreated, Arm: ArmPhalanx, PodsPerSecondVsUpstream: 4, PodsPerSecondVsCeiling: 0.2,
 		UpstreamShareOfCeiling: 0.05, FirstGroupVsUpstream: 0.5, GroupP99VsUpstream: 0.25}, ratios[0],
 		"no memory ratio for an in-process arm: its peak includes the API server")
 	assert.InDelta(t, 0.8, ratios[1].MemoryVsUpstream, 1e-9, "both as their own process: memory compares")

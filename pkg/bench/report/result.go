@@ -12,6 +12,16 @@ import (
 	"time"
 )
 
+// Arrival modes of Result.Arrival.
+const (
+	// ArrivalPrecreated: nodes, groups and pods exist before the scheduler
+	// starts (upstream scheduler_perf's pre-created mode).
+	ArrivalPrecreated = "precreated"
+	// ArrivalLive: the scheduler is started and ready first, then the
+	// harness creates the groups and pods as fast as the API accepts them.
+	ArrivalLive = "live"
+)
+
 // Memory scopes of Result.PeakRSSBytes.
 const (
 	// ScopeScheduler is the peak RSS of a scheduler running as its own process.
@@ -27,6 +37,13 @@ type Result struct {
 	Arm  string `json:"arm"`
 	// Run numbers repeats from 1.
 	Run int `json:"run"`
+	// Arrival is how the pods reached the scheduler: ArrivalPrecreated (all
+	// created before the scheduler started) or ArrivalLive (created by the
+	// harness while the scheduler ran).
+	Arrival string `json:"arrival"`
+	// Skipped, when set, says why the arm does not apply to the case
+	// (for example the bind ceiling on a preemption case); nothing ran.
+	Skipped string `json:"skipped,omitempty"`
 	// Gates are the feature gates of the scheduler, "k=v,k=v".
 	Gates string `json:"gates,omitempty"`
 
@@ -35,16 +52,23 @@ type Result struct {
 	Groups int `json:"groups"`
 
 	// SetupSeconds is the time to start the sandbox and create nodes,
-	// groups and pods, before the scheduler starts.
+	// groups and pods (precreated) or start the scheduler (live), before
+	// the measured window.
 	SetupSeconds float64 `json:"setupSeconds"`
-	// The measured window starts when the scheduler (or binder) is started.
-	// ReadySeconds, FirstBindSeconds and LastBindSeconds are offsets from
-	// that start. ReadySeconds is when the scheduler had synced its
-	// informers (in-process: StartScheduler returned; child process:
-	// /readyz answered 200); zero when not observed.
+	// The measured window starts when the scheduler (or binder) is started
+	// (precreated), or at the first pod creation (live; the scheduler was
+	// started and ready before). FirstBindSeconds and LastBindSeconds are
+	// offsets from the window's start. ReadySeconds is how long after its
+	// start the scheduler had synced its informers (in-process:
+	// StartScheduler returned; child process: /readyz answered 200): inside
+	// the window for precreated runs, before it for live ones; zero when
+	// not observed.
 	ReadySeconds     float64 `json:"readySeconds,omitempty"`
 	FirstBindSeconds float64 `json:"firstBindSeconds"`
 	LastBindSeconds  float64 `json:"lastBindSeconds"`
+	// CreateSeconds (live only) is how long the harness took to create
+	// every group and pod, from the window's start.
+	CreateSeconds float64 `json:"createSeconds,omitempty"`
 	// PodsPerSecond is bound pods / LastBindSeconds.
 	PodsPerSecond float64 `json:"podsPerSecond"`
 	// Group times: per gang, the offset at which its last member bound.
@@ -85,6 +109,13 @@ type Result struct {
 	LoadAverage float64 `json:"loadAverage,omitempty"`
 
 	Verdict Verdict `json:"verdict"`
+	// Fragmentation (cases with a topology constraint) is how many racks
+	// could host one more gang of the case's shape after the run.
+	Fragmentation *Fragmentation `json:"fragmentation,omitempty"`
+	// Preemption (preemption cases) is what happened to the low-priority
+	// gangs; the measured window and group times are the high-priority
+	// gang's.
+	Preemption *Preemption `json:"preemption,omitempty"`
 	// Stop says why the measured window ended: "all bound", "stalled" or
 	// "deadline".
 	Stop string `json:"stop"`

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 )
@@ -19,9 +20,14 @@ const (
 // Summary is the median over the repeats of one arm on one case.
 type Summary struct {
 	Case, Arm string
-	Runs      int
-	Failed    int
-	Pods      int
+	// Arrival is the runs' arrival mode (ArrivalPrecreated for results
+	// written before the field existed).
+	Arrival string
+	// Skipped is set when the arm does not apply to the case.
+	Skipped string
+	Runs    int
+	Failed  int
+	Pods    int
 	// Bound is the smallest bound count over the runs.
 	Bound         int
 	ReadySeconds  float64
@@ -47,16 +53,23 @@ type Summary struct {
 	// PlacementOK is true when the Verdict of every run that ran was OK.
 	PlacementOK bool
 	Stops       []string
+	// Fragmentation is the median run's (by CanHost) rack count; nil when
+	// the case has no topology constraint.
+	Fragmentation *Fragmentation
+	// Preemption is the median run's (by VictimPods) victim accounting,
+	// with PartialGangs the largest over the runs; nil unless a
+	// preemption case.
+	Preemption *Preemption
 }
 
 // Summarize groups results by case and arm, in order of first appearance,
 // and takes the median of each measure over the runs that did not fail.
 func Summarize(results []Result) []Summary {
-	type key struct{ c, a string }
+	type key struct{ c, arrival, a string }
 	var order []key
 	runs := map[key][]Result{}
 	for _, r := range results {
-		k := key{r.Case, r.Arm}
+		k := key{r.Case, arrivalOf(r), r.Arm}
 		if _, seen := runs[k]; !seen {
 			order = append(order, k)
 		}
@@ -64,13 +77,19 @@ func Summarize(results []Result) []Summary {
 	}
 	out := make([]Summary, 0, len(order))
 	for _, k := range order {
-		s := Summary{Case: k.c, Arm: k.a, PlacementOK: true, Bound: -1}
+		s := Summary{Case: k.c, Arm: k.a, Arrival: k.arrival, PlacementOK: true, Bound: -1}
+		var frags []Fragmentation
+		var preempts []Preemption
 		var writes, load, ready, pps, first, p50, p99, att, mem, sched, harness []float64
 		stops := map[string]bool{}
 		phases := map[string][]float64{}
 		for _, r := range runs[k] {
 			s.Runs++
 			s.Pods, s.Groups = r.Pods, r.Groups
+			if r.Skipped != "" {
+				s.Skipped = r.Skipped
+				continue
+			}
 			if r.Error != "" {
 				s.Failed++
 				continue
@@ -84,6 +103,12 @@ func Summarize(results []Result) []Summary {
 			if !stops[r.Stop] {
 				stops[r.Stop] = true
 				s.Stops = append(s.Stops, r.Stop)
+			}
+			if r.Fragmentation != nil {
+				frags = append(frags, *r.Fragmentation)
+			}
+			if r.Preemption != nil {
+				preempts = append(preempts, *r.Preemption)
 			}
 			pps = append(pps, r.PodsPerSecond)
 			if len(r.APIRequests) > 0 && r.Pods > 0 {
@@ -116,6 +141,8 @@ func Summarize(results []Result) []Summary {
 		if s.Bound < 0 {
 			s.Bound = 0
 		}
+		s.Fragmentation = medianFragmentation(frags)
+		s.Preemption = medianPreemption(preempts)
 		s.ReadySeconds = median(ready)
 		s.LoadAverage = median(load)
 		s.APIWritesPerPod = median(writes)
@@ -143,8 +170,12 @@ func Summarize(results []Result) []Summary {
 func WriteTable(w io.Writer, results []Result) error {
 	sums := Summarize(results)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\tarm\truns\tbound\tready\tpods/s\t1st gang\tp50 gang\tp99 gang\tattempts/pod\tAPI writes/pod\tpeak RSS\tsched CPU\tharness CPU\tload\tplacement\t")
+	fmt.Fprintln(tw, "case\tarrival\tarm\truns\tbound\tready\tpods/s\t1st gang\tp50 gang\tp99 gang\tattempts/pod\tAPI writes/pod\tpeak RSS\tsched CPU\tharness CPU\tload\tplacement\t")
 	for _, s := range sums {
+		if s.Skipped != "" {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tn/a: %s\t\n", s.Case, s.Arrival, s.Arm, s.Skipped)
+			continue
+		}
 		placement := "ok"
 		switch {
 		case s.Failed == s.Runs:
@@ -166,8 +197,8 @@ func WriteTable(w io.Writer, results []Result) error {
 		if s.Runs-s.Failed > 1 {
 			pps += fmt.Sprintf(" (%.0f–%.0f)", s.PodsPerSecondMin, s.PodsPerSecondMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1fs\t%s\t%s\t\n",
-			s.Case, s.Arm, s.Runs, s.Bound, s.Pods, seconds(s.ReadySeconds), pps,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1fs\t%s\t%s\t\n",
+			s.Case, s.Arrival, s.Arm, s.Runs, s.Bound, s.Pods, seconds(s.ReadySeconds), pps,
 			seconds(s.FirstGroupSeconds), seconds(s.GroupP50Seconds), seconds(s.GroupP99Seconds),
 			att, perPod(s.APIWritesPerPod), memory(s.PeakRSSBytes, s.MemoryScope), seconds(s.SchedulerCPU), s.HarnessCPU, loadString(s.LoadAverage), placement)
 	}
@@ -177,7 +208,15 @@ func WriteTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(w, "API writes/pod: requests other than GET/LIST/WATCH the API server served in the window (binds, status writes, events), per pod of the case.")
 	fmt.Fprintln(w, "load: the machine's 1-minute load average at the end of the window; the benchmark itself accounts for up to about 2, more means other work competed for the cores.")
 	fmt.Fprintln(w, "peak RSS: (s) = the scheduler's own process; (h) = the whole harness process (API server, etcd, and an in-process scheduler or binder).")
-	fmt.Fprintln(w, "All times are from scheduler start: ready = informers synced, gang = its last member bound; pods/s = bound pods ÷ time to the last bind. Medians over runs (pods/s range in brackets).")
+	fmt.Fprintln(w, "arrival: precreated = every pod created before the scheduler started, times from scheduler start (ready inside the window); live = the scheduler started and ready first (ready before the window), then the harness created the pods, times from the first pod creation.")
+	fmt.Fprintln(w, "gang = its last member bound; pods/s = bound pods ÷ time to the last bind. Medians over runs (pods/s range in brackets). Preemption cases: bound, pods/s and gang times are the high-priority gang's.")
+
+	if err := writePreemption(w, sums); err != nil {
+		return err
+	}
+	if err := writeFragmentation(w, sums); err != nil {
+		return err
+	}
 
 	if err := writePhases(w, sums); err != nil {
 		return err
@@ -189,9 +228,9 @@ func WriteTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Ratios (pods/s: higher is better for Phalanx; gang times and memory: lower is better):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\tphalanx arm\tpods/s ÷ upstream\tpods/s ÷ ceiling\tupstream share of ceiling\t1st gang ÷ upstream\tp99 gang ÷ upstream\tpeak RSS ÷ upstream\t")
+	fmt.Fprintln(tw, "case\tarrival\tphalanx arm\tpods/s ÷ upstream\tpods/s ÷ ceiling\tupstream share of ceiling\t1st gang ÷ upstream\tp99 gang ÷ upstream\tpeak RSS ÷ upstream\t")
 	for _, r := range ratios {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Case, r.Arm,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Case, r.Arrival, r.Arm,
 			ratio(r.PodsPerSecondVsUpstream), percentOrRatio(r.PodsPerSecondVsCeiling), percentOrRatio(r.UpstreamShareOfCeiling),
 			ratio(r.FirstGroupVsUpstream), ratio(r.GroupP99VsUpstream), ratio(r.MemoryVsUpstream))
 	}
@@ -243,7 +282,7 @@ func writePhases(w io.Writer, sums []Summary) error {
 // field means the comparison is not available (an arm missing, failed, or
 // the measures not comparable).
 type Ratio struct {
-	Case, Arm               string
+	Case, Arrival, Arm      string
 	PodsPerSecondVsUpstream float64
 	PodsPerSecondVsCeiling  float64
 	UpstreamShareOfCeiling  float64
@@ -257,14 +296,16 @@ type Ratio struct {
 // Ratios computes Phalanx ÷ upstream and Phalanx ÷ ceiling for every case
 // that has a Phalanx arm.
 func Ratios(sums []Summary) []Ratio {
-	byCase := map[string]map[string]Summary{}
-	var cases []string
+	type caseKey struct{ c, arrival string }
+	byCase := map[caseKey]map[string]Summary{}
+	var cases []caseKey
 	for _, s := range sums {
-		if byCase[s.Case] == nil {
-			byCase[s.Case] = map[string]Summary{}
-			cases = append(cases, s.Case)
+		k := caseKey{s.Case, s.Arrival}
+		if byCase[k] == nil {
+			byCase[k] = map[string]Summary{}
+			cases = append(cases, k)
 		}
-		byCase[s.Case][s.Arm] = s
+		byCase[k][s.Arm] = s
 	}
 	div := func(a, b float64) float64 {
 		if a <= 0 || b <= 0 {
@@ -277,14 +318,14 @@ func Ratios(sums []Summary) []Ratio {
 		arms := byCase[c]
 		up, hasUp := arms[ArmUpstream]
 		ceil, hasCeil := arms[ArmCeiling]
-		hasUp = hasUp && up.Failed < up.Runs
-		hasCeil = hasCeil && ceil.Failed < ceil.Runs
+		hasUp = hasUp && up.Failed < up.Runs && up.Skipped == ""
+		hasCeil = hasCeil && ceil.Failed < ceil.Runs && ceil.Skipped == ""
 		for _, name := range []string{ArmPhalanx, ArmPhalanxProcess} {
 			p, ok := arms[name]
-			if !ok || p.Failed == p.Runs {
+			if !ok || p.Failed == p.Runs || p.Skipped != "" {
 				continue
 			}
-			r := Ratio{Case: c, Arm: name}
+			r := Ratio{Case: c.c, Arrival: c.arrival, Arm: name}
 			if hasUp {
 				r.PodsPerSecondVsUpstream = div(p.PodsPerSecond, up.PodsPerSecond)
 				r.FirstGroupVsUpstream = div(p.FirstGroupSeconds, up.FirstGroupSeconds)
@@ -349,4 +390,99 @@ func percentOrRatio(r float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.0f%%", 100*r)
+}
+
+// arrivalOf is r's arrival mode; results written before the field existed
+// were all precreated.
+func arrivalOf(r Result) string {
+	if r.Arrival == "" {
+		return ArrivalPrecreated
+	}
+	return r.Arrival
+}
+
+// medianFragmentation picks the run with the median CanHost.
+func medianFragmentation(fs []Fragmentation) *Fragmentation {
+	if len(fs) == 0 {
+		return nil
+	}
+	sorted := append([]Fragmentation(nil), fs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].CanHost < sorted[j].CanHost })
+	f := sorted[(len(sorted)-1)/2]
+	return &f
+}
+
+// medianPreemption picks the run with the median VictimPods and reports
+// the largest PartialGangs of any run: one split gang is worth knowing.
+func medianPreemption(ps []Preemption) *Preemption {
+	if len(ps) == 0 {
+		return nil
+	}
+	sorted := append([]Preemption(nil), ps...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].VictimPods < sorted[j].VictimPods })
+	p := sorted[(len(sorted)-1)/2]
+	for _, q := range ps {
+		if q.PartialGangs > p.PartialGangs {
+			p.PartialGangs = q.PartialGangs
+		}
+	}
+	return &p
+}
+
+// writePreemption prints the victims of the preemption cases.
+func writePreemption(w io.Writer, sums []Summary) error {
+	var rows []Summary
+	for _, s := range sums {
+		if s.Preemption != nil || (s.Skipped != "" && strings.Contains(s.Case, "Preemption")) {
+			rows = append(rows, s)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Preemption (a high-priority gang that fits only by evicting low-priority gangs):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "case\tarrival\tarm\tgang bound\ttime to gang bound\tvictim pods\tgangs evicted whole\tpartial gangs left\tuntouched gangs\t")
+	for _, s := range rows {
+		if s.Preemption == nil {
+			fmt.Fprintf(tw, "%s\t%s\t%s\tn/a\tn/a\tn/a\tn/a\tn/a\tn/a\t\n", s.Case, s.Arrival, s.Arm)
+			continue
+		}
+		p := s.Preemption
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%d\t%d of %d\t%d\t%d\t\n", s.Case, s.Arrival, s.Arm, s.Bound, s.Pods,
+			seconds(s.FirstGroupSeconds), p.VictimPods, p.VictimGangs, p.LowGangs, p.PartialGangs, p.UntouchedGangs)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "victim pods: low-priority pods deleted, terminating or marked DisruptionTarget; partial gangs left: low-priority gangs split by preemption (some members evicted, the rest still running). Median run; partial gangs: the most of any run.")
+	return nil
+}
+
+// writeFragmentation prints, for topology-constrained cases, how many racks
+// could host one more gang after the run.
+func writeFragmentation(w io.Writer, sums []Summary) error {
+	var rows []Summary
+	for _, s := range sums {
+		if s.Fragmentation != nil {
+			rows = append(rows, s)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Fragmentation after the run (free room per topology domain, from the API):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "case\tarrival\tarm\tnext gang\tdomains able to host it\tfragmented domains\tfull domains\tdomains\t")
+	for _, s := range rows {
+		f := s.Fragmentation
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d pods\t%d\t%d\t%d\t%d\t\n", s.Case, s.Arrival, s.Arm, f.GangSize, f.CanHost, f.Fragmented, f.Full, f.Domains)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "next gang: the case's gang shape (size × the pods' requests), all in one domain; fragmented: room for at least one of its pods but not all of it.")
+	return nil
 }
