@@ -444,17 +444,30 @@ func nodeWithWaitingMember(t *testing.T, c *sandbox.Cluster, ns, gang string, po
 	return node
 }
 
-// TestBadInputIsExplainedAndIsolated: malformed attachments yield events
-// naming the problem and never stop other groups.
+// TestBadInputIsExplainedAndIsolated: malformed attachments and broken
+// hierarchies yield an API rejection or an event naming the problem, never
+// bind the pods concerned, and never stop other groups.
 func TestBadInputIsExplainedAndIsolated(t *testing.T) {
-	c := startCluster(t, sandbox.Options{Scheduler: true})
+	// The scheduler runs with the upstream workload gates off, as
+	// phalanx-scheduler does by default, so that pods attached through
+	// spec.schedulingGroup reach Phalanx (see the sandbox option).
+	c := startCluster(t, sandbox.Options{Scheduler: true, SchedulerWithoutWorkloadGates: true})
 	addNodes(t, c, "n", 2, "8", 0)
 	ctx := context.Background()
 	ns := namespace(t, c)
+
+	// "-1" is not even a valid label value (it must start with a letter or
+	// digit): the API server rejects the pod and names the label.
+	_, err := c.Client.CoreV1().Pods(ns).Create(ctx, member{name: "bad-minus", cpu: "1", labels: map[string]string{
+		v1alpha1.LightweightNameLabel: "x", v1alpha1.LightweightMinAvailableLabel: "-1"}}.pod(), metav1.CreateOptions{})
+	require.Error(t, err, "a min-available label of -1 is rejected")
+	assert.True(t, apierrors.IsInvalid(err), "rejected as invalid: %v", err)
+	assert.Contains(t, err.Error(), `metadata.labels: Invalid value: "-1"`)
+	assert.Contains(t, err.Error(), "must start and end with an alphanumeric character")
+
 	cases := map[string]map[string]string{
-		"abc":  {v1alpha1.LightweightNameLabel: "x", v1alpha1.LightweightMinAvailableLabel: "abc"},
-		"zero": {v1alpha1.LightweightNameLabel: "x", v1alpha1.LightweightMinAvailableLabel: "0"},
-		// "-1" is not even a valid label value: the API server rejects it.
+		"abc":      {v1alpha1.LightweightNameLabel: "x", v1alpha1.LightweightMinAvailableLabel: "abc"},
+		"zero":     {v1alpha1.LightweightNameLabel: "x", v1alpha1.LightweightMinAvailableLabel: "0"},
 		"fraction": {v1alpha1.LightweightNameLabel: "x", v1alpha1.LightweightMinAvailableLabel: "1.5"},
 		"nomin":    {v1alpha1.LightweightNameLabel: "x"},
 	}
@@ -465,20 +478,77 @@ func TestBadInputIsExplainedAndIsolated(t *testing.T) {
 	other := namespace(t, c)
 	createPodGroup(t, c, other, gangPG("elsewhere", 1))
 	createPods(t, c, ns, member{name: "bad-crossns", labels: inGroup("elsewhere"), cpu: "1"})
-	// A healthy gang beside them schedules.
+
+	// Label and spec name two different groups that both exist. Each group
+	// has its own healthy members, which the contradictory pod must not
+	// disturb.
+	for _, g := range []string{"alpha", "beta"} {
+		createPodGroup(t, c, ns, gangPG(g, 2))
+	}
+	conflict := member{name: "bad-conflict", labels: inGroup("alpha"), cpu: "1"}.pod()
+	conflict.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("beta")}
+	_, err = c.Client.CoreV1().Pods(ns).Create(ctx, conflict, metav1.CreateOptions{})
+	require.NoError(t, err, "the API server accepts spec.schedulingGroup")
+
+	// Hierarchies created out of order: the pods and their leaf exist
+	// before the parents, and the parents, once they appear, form a cycle,
+	// a self-loop, or a chain one level deeper than the limit of 4.
+	parented := func(pg *v1alpha1.PodGroup, parent string) *v1alpha1.PodGroup {
+		pg.Spec.ParentCompositePodGroupName = ptr.To(parent)
+		return pg
+	}
+	createComposite := func(name, parent string) {
+		t.Helper()
+		cpg := composite(name, 0)
+		if parent != "" {
+			cpg.Spec.ParentCompositePodGroupName = ptr.To(parent)
+		}
+		_, err := c.Phalanx.SchedulingV1alpha1().CompositePodGroups(ns).Create(ctx, cpg, metav1.CreateOptions{})
+		require.NoError(t, err, "create CompositePodGroup %s", name)
+	}
+	createPods(t, c, ns,
+		member{name: "bad-cycle", labels: inGroup("cycle-leaf"), cpu: "1"},
+		member{name: "bad-self", labels: inGroup("self-leaf"), cpu: "1"},
+		member{name: "bad-deep", labels: inGroup("deep-leaf"), cpu: "1"},
+		member{name: "ok-deepest", labels: inGroup("four-leaf"), cpu: "1"})
+	createPodGroup(t, c, ns, parented(gangPG("cycle-leaf", 1), "cycle-a"))
+	createComposite("cycle-a", "cycle-b")
+	createComposite("cycle-b", "cycle-a")
+	createPodGroup(t, c, ns, parented(gangPG("self-leaf", 1), "self"))
+	createComposite("self", "self")
+	createPodGroup(t, c, ns, parented(gangPG("deep-leaf", 1), "deep-1"))
+	createComposite("deep-1", "deep-2")
+	createComposite("deep-2", "deep-3")
+	createComposite("deep-3", "deep-4")
+	createComposite("deep-4", "")
+	// Four levels are allowed: this hierarchy, also built bottom-up, binds.
+	createPodGroup(t, c, ns, parented(gangPG("four-leaf", 1), "four-1"))
+	createComposite("four-1", "four-2")
+	createComposite("four-2", "four-3")
+	createComposite("four-3", "")
+
+	// Healthy groups beside all of that schedule.
+	createPods(t, c, ns,
+		member{name: "alpha-0", labels: inGroup("alpha"), cpu: "1"}, member{name: "alpha-1", labels: inGroup("alpha"), cpu: "1"},
+		member{name: "beta-0", labels: inGroup("beta"), cpu: "1"}, member{name: "beta-1", labels: inGroup("beta"), cpu: "1"})
 	createPodGroup(t, c, ns, gangPG("good", 2))
 	createPods(t, c, ns, member{name: "good-0", labels: inGroup("good"), cpu: "1"}, member{name: "good-1", labels: inGroup("good"), cpu: "1"})
-	eventually(t, 30*time.Second, "the healthy gang bound", func() (bool, error) { return boundWithPrefix(t, c, ns, "good-") == 2, nil })
+	for _, prefix := range []string{"good-", "alpha-", "beta-"} {
+		waitBound(t, c, ns, prefix, 2)
+	}
+	waitBound(t, c, ns, "ok-deepest", 1)
 
+	tooDeep := fmt.Sprintf("deeper than %d levels or cyclic", v1alpha1.MaxTreeDepth)
 	want := map[string]string{
 		"bad-abc":      `min-available="abc" is invalid`,
 		"bad-zero":     `min-available="0" is invalid`,
 		"bad-fraction": `min-available="1.5" is invalid`,
 		"bad-nomin":    "min-available is missing",
 		"bad-crossns":  "PodGroup " + ns + "/elsewhere not found",
+		"bad-conflict": `label scheduling.phalanx.dev/pod-group="alpha" and spec.schedulingGroup.podGroupName="beta" disagree`,
 	}
 	for pod, msg := range want {
-		eventually(t, 30*time.Second, "an event on "+pod, func() (bool, error) {
+		eventually(t, 30*time.Second, fmt.Sprintf("an event on %s saying %q", pod, msg), func() (bool, error) {
 			evs, err := c.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
 			if err != nil {
 				return false, err
@@ -490,6 +560,15 @@ func TestBadInputIsExplainedAndIsolated(t *testing.T) {
 			}
 			return false, nil
 		})
+		assert.NotContains(t, boundPods(t, c, ns), pod)
+	}
+	// A broken hierarchy is explained on the leaf PodGroup: its pods first
+	// reported the group missing, and events of the same reason fold into
+	// that first one.
+	for leaf, pod := range map[string]string{"cycle-leaf": "bad-cycle", "self-leaf": "bad-self", "deep-leaf": "bad-deep"} {
+		cond := waitGroupCondition(t, c, ns, leaf, v1alpha1.PodGroupSchedulable, tooDeep)
+		assert.Equal(t, v1alpha1.ReasonInvalid, cond.Reason)
+		assert.Equal(t, metav1.ConditionFalse, cond.Status)
 		assert.NotContains(t, boundPods(t, c, ns), pod)
 	}
 }

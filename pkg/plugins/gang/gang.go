@@ -146,6 +146,7 @@ func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	ok, short, err := pl.groups.Quorum(pod, groups.ByExisting)
 	if err != nil {
 		pl.podEvent(pod, "GroupInvalid", err.Error())
+		pl.explainOnLeaf(pod, err)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	if ok {
@@ -155,6 +156,22 @@ func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	pl.shared.status.Set(short.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPods, waitingMessage(short)))
 	pl.podEvent(pod, "WaitingForGang", msg)
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// explainOnLeaf writes a hierarchy problem (a missing parent, a cycle, a
+// chain deeper than 4 levels) on the pod's PodGroup when that object
+// exists. Pod events alone are not enough: events.k8s.io folds later events
+// of the same reason into the first one's series and keeps its note, so a
+// pod that first reported its group missing would go on saying so after the
+// group appeared with a broken parent chain.
+func (pl *Gang) explainOnLeaf(pod *corev1.Pod, err error) {
+	a, grouped, attachErr := groups.Attach(pod)
+	if !grouped || attachErr != nil || a.Key.Kind != groups.PodGroupKind {
+		return
+	}
+	if _, exists := pl.groups.Get(a.Key); exists {
+		pl.shared.status.Set(a.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonInvalid, err.Error()))
+	}
 }
 
 // PreFilter validates the group as a whole.
