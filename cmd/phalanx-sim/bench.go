@@ -24,6 +24,7 @@ func benchCommand(args []string) error {
 	casesFlag := fs.String("cases", "", "comma-separated case name substrings (default: all cases of the set)")
 	armsFlag := fs.String("arms", "phalanx,upstream,ceiling", "arms to run: phalanx, upstream, ceiling, phalanx-proc (Phalanx as a child process, to compare memory)")
 	jsonOut := fs.String("json", "", "write the results to this JSON file")
+	arrival := fs.String("arrival", report.ArrivalPrecreated, "how pods arrive: precreated (all created before the scheduler starts) or live (the scheduler starts and is ready, then the harness creates the pods); preemption cases are always live")
 	repeat := fs.Int("repeat", 1, "run every case N times, interleaving the arms (A B C A B C ...)")
 	gates := fs.String("upstream-gates", bench.DefaultUpstreamGates, "feature gates of the upstream kube-scheduler")
 	kubeScheduler := fs.String("kube-scheduler", "", "prebuilt kube-scheduler binary (default: go build k8s.io/kubernetes/cmd/kube-scheduler, cached)")
@@ -34,7 +35,7 @@ func benchCommand(args []string) error {
 	fromJSON := fs.String("from-json", "", "print the tables of a JSON file written by --json, and run nothing")
 	verbosity := fs.Int("v", 0, "log verbosity of the control plane")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: phalanx-sim bench [--quick] [--cases a,b] [--arms phalanx,upstream,ceiling] [--json out.json] [--repeat N]\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: phalanx-sim bench [--quick] [--arrival precreated|live] [--cases a,b] [--arms phalanx,upstream,ceiling] [--json out.json] [--repeat N]\n\n")
 		fs.PrintDefaults()
 	}
 	_ = fs.Parse(args)
@@ -56,7 +57,7 @@ func benchCommand(args []string) error {
 	}
 	if *list {
 		for _, c := range cases {
-			fmt.Printf("%s\t%d nodes (%d racks of %d), %d pods\n", c.Name, c.NodeCount(), c.Zones*c.RacksPerZone, c.NodesPerRack, c.PodCount())
+			fmt.Printf("%s\t%d nodes (%d racks of %d), %d gangs, %d pods\n", c.Name, c.NodeCount(), c.Zones*c.RacksPerZone, c.NodesPerRack, c.GangCount(), c.PodCount())
 		}
 		return nil
 	}
@@ -73,6 +74,7 @@ func benchCommand(args []string) error {
 	h, err := bench.New(ctx, bench.Options{
 		Arms:             arms,
 		Repeat:           *repeat,
+		Arrival:          *arrival,
 		UpstreamGates:    *gates,
 		KubeScheduler:    *kubeScheduler,
 		PhalanxScheduler: *phalanxScheduler,
@@ -92,7 +94,7 @@ func benchCommand(args []string) error {
 	}
 	file.Results = h.Run(ctx, cases)
 	fmt.Printf("\nMachine: %d CPUs (%s), %d GiB, %s\n", file.Machine.CPUs, file.Machine.CPUModel, file.Machine.MemoryKiB>>20, file.Machine.GoVersion)
-	fmt.Printf("Upstream kube-scheduler feature gates: %s\n\n", *gates)
+	fmt.Printf("Upstream kube-scheduler feature gates: %s (preemption cases add %s)\n\n", *gates, bench.PreemptionUpstreamGates)
 	if err := report.WriteTable(os.Stdout, file.Results); err != nil {
 		return err
 	}

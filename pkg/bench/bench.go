@@ -1,9 +1,13 @@
 // Package bench runs Phalanx and its baselines side by side on the same
 // benchmark cases (SPEC.md §5, ARCHITECTURE.md "Performance targets").
 //
-// Every arm of every case gets a fresh sandbox (pkg/sandbox): the nodes,
-// groups and pods are created first, then the scheduler under test starts,
-// as upstream's scheduler_perf does. The arms:
+// Every arm of every case gets a fresh sandbox (pkg/sandbox). In the
+// precreated arrival mode the nodes, groups and pods are created first,
+// then the scheduler under test starts, as upstream's scheduler_perf's
+// pre-created workloads do; in the live mode the scheduler starts and is
+// ready first, then the harness creates the groups and pods while it runs.
+// Preemption cases are always live: low-priority gangs fill the cluster,
+// then a high-priority gang arrives. The arms:
 //
 //   - phalanx: the Phalanx scheduler in this process (sandbox StartScheduler,
 //     config/second-scheduler.yaml), pods attached to Phalanx PodGroups by
@@ -16,9 +20,12 @@
 //   - phalanx-proc (optional): cmd/phalanx-scheduler as a child process, so
 //     that its peak memory is measured alone, as upstream's is.
 //
-// The measured window starts when the scheduler is started and ends when
-// every pod is bound, no pod has bound for Case.Stall, or Case.Timeout
-// passes. The placement is then checked (report.Check).
+// The measured window starts when the scheduler is started (precreated) or
+// at the first pod creation (live) and ends when every measured pod is
+// bound, no pod has bound for Case.Stall, or Case.Timeout passes. The
+// placement is then checked (report.Check), victims of a preemption case
+// counted (report.CountVictims) and, for topology-constrained cases, the
+// racks left able to host one more gang (report.ComputeFragmentation).
 package bench
 
 import (
@@ -90,8 +97,11 @@ type Options struct {
 	// (A B C A B C ...) so that drift on a shared machine hits all arms.
 	Repeat int
 	// UpstreamGates are kube-scheduler's --feature-gates; default
-	// DefaultUpstreamGates.
+	// DefaultUpstreamGates. A case may add gates (Case.UpstreamGates).
 	UpstreamGates string
+	// Arrival is the cases' arrival mode (report.ArrivalPrecreated, the
+	// default, or report.ArrivalLive); a case may fix its own.
+	Arrival string
 	// KubeScheduler and PhalanxScheduler are prebuilt binaries for the
 	// child-process arms. When empty they are built (go build, cached)
 	// from this module into CacheDir.
@@ -133,6 +143,13 @@ func New(ctx context.Context, opts Options) (*Harness, error) {
 	}
 	if opts.UpstreamGates == "" {
 		opts.UpstreamGates = DefaultUpstreamGates
+	}
+	switch opts.Arrival {
+	case "":
+		opts.Arrival = report.ArrivalPrecreated
+	case report.ArrivalPrecreated, report.ArrivalLive:
+	default:
+		return nil, fmt.Errorf("unknown arrival mode %q: want %s or %s", opts.Arrival, report.ArrivalPrecreated, report.ArrivalLive)
 	}
 	if opts.BinderWorkers < 1 {
 		opts.BinderWorkers = 32
@@ -219,8 +236,14 @@ func (h *Harness) Run(ctx context.Context, cases []Case) []report.Result {
 // RunCase runs one case under one arm on a fresh sandbox. A failure to run
 // at all is reported in Result.Error.
 func (h *Harness) RunCase(ctx context.Context, c Case, arm Arm, run int) report.Result {
-	res := report.Result{Case: c.Name, Arm: string(arm), Run: run, Nodes: c.NodeCount(), Pods: c.PodCount(), Groups: c.Gangs}
-	tag := fmt.Sprintf("%s [%s #%d]", c.Name, arm, run)
+	res := report.Result{Case: c.Name, Arm: string(arm), Run: run, Arrival: c.arrival(h.opts.Arrival),
+		Nodes: c.NodeCount(), Pods: c.PodCount(), Groups: c.GangCount()}
+	tag := fmt.Sprintf("%s [%s, %s #%d]", c.Name, arm, res.Arrival, run)
+	if c.Preemption != nil && arm == ArmCeiling {
+		res.Skipped = "the bind ceiling does not preempt"
+		h.opts.Logf("%s: skipped: %s", tag, res.Skipped)
+		return res
+	}
 	if err := h.runCase(ctx, c, arm, &res, tag); err != nil {
 		res.Error = err.Error()
 		h.opts.Logf("%s: FAILED: %v", tag, err)
@@ -231,7 +254,14 @@ func (h *Harness) RunCase(ctx context.Context, c Case, arm Arm, run int) report.
 	if !v.OK() {
 		placement = fmt.Sprintf("PLACEMENT VIOLATED: %s", strings.Join(v.Problems, "; "))
 	}
-	h.opts.Logf("%s: %d/%d bound (%s) in %.2fs, %.1f pods/s; %s", tag, v.Bound, v.Pods, res.Stop, res.LastBindSeconds, res.PodsPerSecond, placement)
+	extra := ""
+	if p := res.Preemption; p != nil {
+		extra += fmt.Sprintf("; victims: %d pods, %d of %d low gangs evicted whole, %d partial gangs left", p.VictimPods, p.VictimGangs, p.LowGangs, p.PartialGangs)
+	}
+	if f := res.Fragmentation; f != nil {
+		extra += fmt.Sprintf("; %d of %d racks can host a %d-pod gang, %d fragmented", f.CanHost, f.Domains, f.GangSize, f.Fragmented)
+	}
+	h.opts.Logf("%s: %d/%d bound (%s) in %.2fs, %.1f pods/s; %s%s", tag, v.Bound, v.Pods, res.Stop, res.LastBindSeconds, res.PodsPerSecond, placement, extra)
 	return res
 }
 
@@ -240,6 +270,7 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 	// garbage of the sandbox before it.
 	runtime.GC()
 	debug.FreeOSMemory()
+	live := res.Arrival == report.ArrivalLive
 
 	setup := time.Now()
 	cl, err := h.startSandbox(ctx, c, tag)
@@ -251,21 +282,33 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 	if _, err := cl.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create namespace: %w", err)
 	}
-	if err := createWorkload(ctx, cl, ns, c, arm); err != nil {
-		return err
+	if c.Preemption != nil {
+		if err := createPriorityClasses(ctx, cl); err != nil {
+			return err
+		}
+	}
+	if !live {
+		if err := createWorkload(ctx, cl, ns, c, arm); err != nil {
+			return err
+		}
 	}
 	if err := warmWatchCaches(ctx, cl); err != nil {
 		return err
 	}
-	watch, err := watchBinds(ctx, cl.Client, ns, c.PodCount())
+	names, _ := c.podNames()
+	watch, err := watchBinds(ctx, cl.Client, ns, names)
 	if err != nil {
 		return err
 	}
 	defer watch.stop()
-	res.SetupSeconds = time.Since(setup).Seconds()
-	h.opts.Logf("%s: sandbox with %d nodes, %d gangs, %d pods ready in %.1fs; starting the scheduler", tag, c.NodeCount(), c.Gangs, c.PodCount(), res.SetupSeconds)
+	if live {
+		h.opts.Logf("%s: sandbox with %d nodes ready in %.1fs; starting the scheduler, then creating %d gangs, %d pods", tag, c.NodeCount(), time.Since(setup).Seconds(), c.GangCount(), c.PodCount())
+	} else {
+		res.SetupSeconds = time.Since(setup).Seconds()
+		h.opts.Logf("%s: sandbox with %d nodes, %d gangs, %d pods ready in %.1fs; starting the scheduler", tag, c.NodeCount(), c.GangCount(), c.PodCount(), res.SetupSeconds)
+	}
 
-	runName := fmt.Sprintf("%s-%s-%d", strings.ReplaceAll(c.Name, "/", "_"), arm, res.Run)
+	runName := fmt.Sprintf("%s-%s-%s-%d", strings.ReplaceAll(c.Name, "/", "_"), arm, res.Arrival, res.Run)
 	dir := filepath.Join(h.opts.WorkDir, runName)
 	stopProfile := func() {}
 	if h.opts.CPUProfileDir != "" {
@@ -281,11 +324,66 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 	resetPeakRSS()
 	cpu0 := processCPU()
 	start := time.Now()
-	a, err := h.startArm(ctx, cl, ns, c, arm, dir, start, apiBefore, res)
+	// created feeds a live ceiling binder the pods as they are created.
+	var created chan int
+	if live && arm == ArmCeiling {
+		created = make(chan int, c.PodCount())
+	}
+	a, err := h.startArm(ctx, cl, ns, c, arm, dir, start, apiBefore, res, created)
 	if err != nil {
 		return err
 	}
-	res.Stop, err = waitForBinds(ctx, watch, a, start, c)
+	stopped := false
+	defer func() {
+		if !stopped {
+			a.stop(res)
+		}
+	}()
+
+	var createFailed chan error
+	var createDone chan struct{}
+	var createEnd time.Time
+	if live {
+		if err := a.waitReady(ctx, readyTimeout); err != nil {
+			return err
+		}
+		if c.Preemption != nil {
+			if err := h.fill(ctx, cl, ns, c, arm, tag); err != nil {
+				return err
+			}
+		}
+		res.SetupSeconds = time.Since(setup).Seconds()
+		if err := a.markWindow(ctx); err != nil {
+			return err
+		}
+		if apiBefore, err = inProcessMetrics(); err != nil {
+			return err
+		}
+		cpu0 = processCPU()
+		createFailed, createDone = make(chan error, 1), make(chan struct{})
+		specs := c.measuredGangs()
+		start = time.Now()
+		go func() {
+			defer close(createDone)
+			err := createLive(ctx, cl, ns, c, arm, specs, false, func(i int) {
+				if created != nil {
+					created <- i
+				}
+			})
+			createEnd = time.Now()
+			if created != nil {
+				close(created)
+			}
+			if err != nil {
+				createFailed <- err
+			}
+		}()
+	}
+	res.Stop, err = waitForBinds(ctx, watch, a, start, c, createFailed)
+	if createDone != nil {
+		<-createDone
+		res.CreateSeconds = createEnd.Sub(start).Seconds()
+	}
 	stopProfile()
 	stopProfile = func() {}
 	res.HarnessCPUSeconds = (processCPU() - cpu0).Seconds()
@@ -296,6 +394,7 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 	}
 	// Measure before stopping: the child's /metrics and VmHWM go with it.
 	a.measure(ctx, res, len(watch.snapshot()))
+	stopped = true
 	a.stop(res)
 	if err != nil {
 		return err
@@ -320,6 +419,74 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 		nodePtrs[i] = &nodes.Items[i]
 	}
 	res.Verdict = report.Check(c.groups(), nodePtrs, podPtrs)
+	// Pods and Bound count the measured pods only (not a preemption
+	// case's filler); capacity was checked over every pod.
+	res.Verdict.Pods, res.Verdict.Bound = measuredBound(names, podPtrs)
+	if c.Preemption != nil {
+		p := report.CountVictims(c.lowGroups(), podPtrs)
+		res.Preemption = &p
+	}
+	if c.TopologyKey != "" {
+		f := report.ComputeFragmentation(nodePtrs, podPtrs, c.TopologyKey, c.nextGang(), c.podRequests())
+		res.Fragmentation = &f
+	}
+	return nil
+}
+
+// readyTimeout bounds how long a live run waits for the scheduler to be
+// ready before it creates pods.
+const readyTimeout = 3 * time.Minute
+
+// measuredBound counts the named pods that exist and those bound.
+func measuredBound(names []string, pods []*corev1.Pod) (exist, bound int) {
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	for _, p := range pods {
+		if !want[p.Name] {
+			continue
+		}
+		exist++
+		if p.Spec.NodeName != "" {
+			bound++
+		}
+	}
+	if exist < len(names) {
+		// A pod never created (a live run cut short) is still a pod of the case.
+		exist = len(names)
+	}
+	return exist, bound
+}
+
+// fill runs a preemption case's filler: it creates the low-priority gangs
+// with the scheduler running and waits until every one of their pods is
+// bound, before the measured high-priority gangs arrive.
+func (h *Harness) fill(ctx context.Context, cl *sandbox.Cluster, ns string, c Case, arm Arm, tag string) error {
+	specs := c.fillerGangs()
+	var names []string
+	for _, sp := range specs {
+		names = append(names, sp.pods...)
+	}
+	start := time.Now()
+	w, err := watchBinds(ctx, cl.Client, ns, names)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	if err := createLive(ctx, cl, ns, c, arm, specs, true, nil); err != nil {
+		return fmt.Errorf("create the low-priority filler: %w", err)
+	}
+	deadline := time.NewTimer(c.Timeout)
+	defer deadline.Stop()
+	select {
+	case <-w.allBound:
+	case <-deadline.C:
+		return fmt.Errorf("the low-priority filler did not bind: %d of %d pods bound after %v", len(w.snapshot()), len(names), c.Timeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	h.opts.Logf("%s: %d low-priority gangs (%d pods) bound in %.1fs; creating the high-priority gang", tag, len(specs), len(names), time.Since(start).Seconds())
 	return nil
 }
 
@@ -333,7 +500,9 @@ func (h *Harness) startSandbox(ctx context.Context, c Case, tag string) (*sandbo
 	var err error
 	for try := 1; try <= sandboxStartTries; try++ {
 		var cl *sandbox.Cluster
-		if cl, err = sandbox.Start(ctx, sandbox.Options{Topology: &topo}); err == nil {
+		// Preemption needs victims to go away: the node agent finishes
+		// their graceful deletion as a kubelet would.
+		if cl, err = sandbox.Start(ctx, sandbox.Options{Topology: &topo, NodeAgent: c.Preemption != nil}); err == nil {
 			return cl, nil
 		}
 		if ctx.Err() != nil {
@@ -366,8 +535,9 @@ func warmWatchCaches(ctx context.Context, cl *sandbox.Cluster) error {
 }
 
 // waitForBinds ends the measured window: every pod bound, no bind for
-// c.Stall, c.Timeout passed, or the scheduler process died.
-func waitForBinds(ctx context.Context, w *bindWatch, a armRunner, start time.Time, c Case) (string, error) {
+// c.Stall, c.Timeout passed, the scheduler process died, or (live) the
+// harness failed to create a pod.
+func waitForBinds(ctx context.Context, w *bindWatch, a armRunner, start time.Time, c Case, createFailed <-chan error) (string, error) {
 	deadline := time.NewTimer(c.Timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -378,6 +548,8 @@ func waitForBinds(ctx context.Context, w *bindWatch, a armRunner, start time.Tim
 			return "all bound", nil
 		case <-a.exited():
 			return "scheduler exited", a.exitError()
+		case err := <-createFailed:
+			return "creation failed", err
 		case <-deadline.C:
 			return fmt.Sprintf("deadline %v", c.Timeout), nil
 		case <-ctx.Done():
@@ -420,6 +592,12 @@ type armRunner interface {
 	// for in-process arms.
 	exited() <-chan struct{}
 	exitError() error
+	// waitReady returns once the scheduler has synced its informers
+	// (immediately for in-process arms, whose start returns synced).
+	waitReady(ctx context.Context, timeout time.Duration) error
+	// markWindow takes the scheduler's metrics at the start of a live
+	// window, so that measure counts the window only.
+	markWindow(ctx context.Context) error
 	// measure fills attempts and memory; it runs before stop. bound is
 	// how many pods the watch saw bound: a scheduler counts a pod in its
 	// metrics only once its bind call has returned, a moment after the
@@ -432,7 +610,7 @@ type armRunner interface {
 // startArm starts the arm's scheduler (or binder) against cl. before is
 // this process's metrics just before start: an in-process scheduler's
 // counters are cumulative over the arms run in one process.
-func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, c Case, arm Arm, dir string, start time.Time, before report.Samples, res *report.Result) (armRunner, error) {
+func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, c Case, arm Arm, dir string, start time.Time, before report.Samples, res *report.Result, created <-chan int) (armRunner, error) {
 	switch arm {
 	case ArmPhalanx:
 		res.Gates = gateString(sandbox.UpstreamWorkloadGates)
@@ -443,6 +621,9 @@ func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, 
 		return &inProcessArm{cl: cl, before: before}, nil
 	case ArmUpstream, ArmPhalanxProcess:
 		binary, base, profile, gates := h.kubeScheduler, []byte(nil), upstreamSchedulerName, h.opts.UpstreamGates
+		if c.UpstreamGates != "" {
+			gates += "," + c.UpstreamGates
+		}
 		if arm == ArmPhalanxProcess {
 			// The same gates as the in-process arm sees.
 			binary, base, profile, gates = h.phalanxScheduler, phalanxConfig(), phalanxSchedulerName, gateString(sandbox.UpstreamWorkloadGates)
@@ -471,7 +652,7 @@ func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, 
 		}
 		return a, nil
 	case ArmCeiling:
-		return &binderArm{b: startBinder(ctx, cl.Client, ns, c, h.opts.BinderWorkers)}, nil
+		return &binderArm{b: startBinder(ctx, cl.Client, ns, c, h.opts.BinderWorkers, created)}, nil
 	default:
 		return nil, fmt.Errorf("unknown arm %q", arm)
 	}
@@ -524,8 +705,18 @@ type inProcessArm struct {
 	before report.Samples
 }
 
-func (a *inProcessArm) exited() <-chan struct{} { return nil }
-func (a *inProcessArm) exitError() error        { return nil }
+func (a *inProcessArm) exited() <-chan struct{}                        { return nil }
+func (a *inProcessArm) exitError() error                               { return nil }
+func (a *inProcessArm) waitReady(context.Context, time.Duration) error { return nil }
+
+func (a *inProcessArm) markWindow(context.Context) error {
+	before, err := inProcessMetrics()
+	if err != nil {
+		return err
+	}
+	a.before = before
+	return nil
+}
 
 func (a *inProcessArm) measure(ctx context.Context, res *report.Result, bound int) {
 	res.PeakRSSBytes, res.MemoryScope = peakRSS("self"), report.ScopeHarness
@@ -567,10 +758,41 @@ type childArm struct {
 	child        *childScheduler
 	profile      string
 	stopProfiles func()
+	// before is the child's metrics at a live window's start; nil for
+	// precreated runs (the child started with the window).
+	before report.Samples
 }
 
 func (a *childArm) exited() <-chan struct{} { return a.child.exited }
 func (a *childArm) exitError() error        { return a.child.exitError() }
+
+func (a *childArm) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for a.child.ready.Load() == 0 {
+		select {
+		case <-a.child.exited:
+			return a.child.exitError()
+		case <-deadline.C:
+			return fmt.Errorf("scheduler not ready (/readyz) after %v; log: %s", timeout, a.child.logPath)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+func (a *childArm) markWindow(ctx context.Context) error {
+	samples, err := a.child.metrics(ctx)
+	if err != nil {
+		return fmt.Errorf("scheduler /metrics at the window's start: %w", err)
+	}
+	a.before = samples
+	return nil
+}
 
 func (a *childArm) measure(ctx context.Context, res *report.Result, bound int) {
 	res.PeakRSSBytes, res.MemoryScope = a.child.peakRSS(), report.ScopeScheduler
@@ -579,7 +801,7 @@ func (a *childArm) measure(ctx context.Context, res *report.Result, bound int) {
 		if err != nil {
 			return nil, err
 		}
-		return report.MetricsBetween(nil, samples, a.profile, "scheduler /metrics"), nil
+		return report.MetricsBetween(a.before, samples, a.profile, "scheduler /metrics"), nil
 	})
 	res.ReadySeconds = time.Duration(a.child.ready.Load()).Seconds()
 }
@@ -591,8 +813,10 @@ func (a *childArm) stop(res *report.Result) {
 
 type binderArm struct{ b *binder }
 
-func (a *binderArm) exited() <-chan struct{} { return nil }
-func (a *binderArm) exitError() error        { return nil }
+func (a *binderArm) exited() <-chan struct{}                        { return nil }
+func (a *binderArm) exitError() error                               { return nil }
+func (a *binderArm) waitReady(context.Context, time.Duration) error { return nil }
+func (a *binderArm) markWindow(context.Context) error               { return nil }
 
 func (a *binderArm) measure(_ context.Context, res *report.Result, _ int) {
 	res.PeakRSSBytes, res.MemoryScope = peakRSS("self"), report.ScopeHarness

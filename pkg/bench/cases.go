@@ -5,6 +5,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/phalanx-sched/phalanx/pkg/bench/report"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
 )
@@ -21,8 +24,9 @@ const (
 )
 
 // Case is one benchmark scenario: a cluster of identical nodes in racks,
-// and either plain pods or gangs of equal size, all created before the
-// scheduler starts.
+// and either plain pods or gangs, created before the scheduler starts
+// (precreated) or while it runs (live). A preemption case first fills the
+// cluster with low-priority gangs, then measures one high-priority gang.
 type Case struct {
 	// Name follows upstream scheduler_perf: <test>/<workload>.
 	Name string
@@ -37,18 +41,122 @@ type Case struct {
 	// TopologyKey, when set, constrains every gang to one value of this
 	// node label (one rack).
 	TopologyKey string
+	// GangSizes, when set, are the gangs' sizes in creation order (a
+	// sequence of mixed sizes); Gangs and PodsPerGang are then unused.
+	GangSizes []int
+	// PodCPU overrides the pods' cpu request (default 100m); "3" fits one
+	// pod per 4-cpu node, so that racks fill up and fragment.
+	PodCPU string
+	// NextGang is the size of the hypothetical next gang that the
+	// fragmentation metric asks every rack to host (cases with a
+	// TopologyKey); default the case's largest gang.
+	NextGang int
+	// Arrival is report.ArrivalPrecreated or report.ArrivalLive; empty
+	// takes the harness's Options.Arrival.
+	Arrival string
+	// Preemption, when set, makes a preemption case: the gangs above are
+	// the high-priority ones measured, created after the filler has bound.
+	Preemption *Preemption
+	// UpstreamGates are added to the harness's upstream gates for this case.
+	UpstreamGates string
 	// Timeout bounds one arm's measured window; Stall ends it early when no
 	// pod has bound for that long.
 	Timeout, Stall time.Duration
 }
 
+// Preemption is a preemption case's filler: LowGangs gangs of LowGangSize
+// pods at priority lowPriority, disruptionMode all (a victim gang is
+// evicted whole), created and bound with the scheduler running before the
+// high-priority gangs (priority highPriority) arrive.
+type Preemption struct {
+	LowGangs, LowGangSize int
+}
+
+// PriorityClasses of the preemption cases.
+const (
+	lowPriorityClass  = "bench-low"
+	highPriorityClass = "bench-high"
+	lowPriority       = 100
+	highPriority      = 10000
+)
+
+// PreemptionUpstreamGates are added to upstream's gates on preemption cases.
+// kube-scheduler v1.37.2 has no separate gate for workload-aware
+// preemption: its pod-group preemption (DefaultPreemption's
+// PodGroupEvaluator, whole victim groups for disruptionMode all) runs
+// under GenericWorkload. PodGroupPreemptionPolicy (alpha) adds the
+// PodGroup-level preemptionPolicy that the same evaluator reads.
+const PreemptionUpstreamGates = "PodGroupPreemptionPolicy=true"
+
+// arrival is the case's arrival mode under a harness default.
+func (c Case) arrival(def string) string {
+	switch {
+	case c.Preemption != nil:
+		return report.ArrivalLive
+	case c.Arrival != "":
+		return c.Arrival
+	case def != "":
+		return def
+	}
+	return report.ArrivalPrecreated
+}
+
+// gangSizes lists the measured gangs' sizes in creation order.
+func (c Case) gangSizes() []int {
+	if len(c.GangSizes) > 0 {
+		return c.GangSizes
+	}
+	out := make([]int, c.Gangs)
+	for i := range out {
+		out[i] = c.PodsPerGang
+	}
+	return out
+}
+
+// GangCount is the number of measured gangs.
+func (c Case) GangCount() int { return len(c.gangSizes()) }
+
+func (c Case) podCPU() string {
+	if c.PodCPU != "" {
+		return c.PodCPU
+	}
+	return podCPU
+}
+
+// podRequests is every pod's resource requests.
+func (c Case) podRequests() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(c.podCPU()),
+		corev1.ResourceMemory: resource.MustParse(podMemory),
+	}
+}
+
+// nextGang is the gang size the fragmentation metric uses.
+func (c Case) nextGang() int {
+	if c.NextGang > 0 {
+		return c.NextGang
+	}
+	max := 0
+	for _, n := range c.gangSizes() {
+		if n > max {
+			max = n
+		}
+	}
+	return max
+}
+
 // NodeCount is the number of nodes of the case.
 func (c Case) NodeCount() int { return c.Zones * c.RacksPerZone * c.NodesPerRack }
 
-// PodCount is the number of pods of the case.
+// PodCount is the number of measured pods of the case (a preemption
+// case's filler not included).
 func (c Case) PodCount() int {
-	if c.Gangs > 0 {
-		return c.Gangs * c.PodsPerGang
+	if sizes := c.gangSizes(); len(sizes) > 0 {
+		n := 0
+		for _, s := range sizes {
+			n += s
+		}
+		return n
 	}
 	return c.Pods
 }
@@ -62,18 +170,21 @@ func (c Case) topology() sandbox.Topology {
 
 func gangName(g int) string { return fmt.Sprintf("gang-%d", g) }
 
-// podNames lists the case's pods in creation order, each with its gang
-// ("" for a plain pod).
+func lowGangName(g int) string { return fmt.Sprintf("low-%d", g) }
+
+// podNames lists the case's measured pods in creation order, each with its
+// gang ("" for a plain pod).
 func (c Case) podNames() (names, gangs []string) {
-	if c.Gangs == 0 {
+	sizes := c.gangSizes()
+	if len(sizes) == 0 {
 		for i := 0; i < c.Pods; i++ {
 			names = append(names, fmt.Sprintf("pod-%d", i))
 			gangs = append(gangs, "")
 		}
 		return names, gangs
 	}
-	for g := 0; g < c.Gangs; g++ {
-		for i := 0; i < c.PodsPerGang; i++ {
+	for g, size := range sizes {
+		for i := 0; i < size; i++ {
 			names = append(names, fmt.Sprintf("%s-%d", gangName(g), i))
 			gangs = append(gangs, gangName(g))
 		}
@@ -81,13 +192,30 @@ func (c Case) podNames() (names, gangs []string) {
 	return names, gangs
 }
 
-// groups is the case's gangs as the placement check sees them.
+// groups is the case's measured gangs as the placement check sees them.
 func (c Case) groups() []report.Group {
-	out := make([]report.Group, 0, c.Gangs)
-	for g := 0; g < c.Gangs; g++ {
-		grp := report.Group{Name: gangName(g), MinCount: c.PodsPerGang, TopologyKey: c.TopologyKey}
-		for i := 0; i < c.PodsPerGang; i++ {
+	sizes := c.gangSizes()
+	out := make([]report.Group, 0, len(sizes))
+	for g, size := range sizes {
+		grp := report.Group{Name: gangName(g), MinCount: size, TopologyKey: c.TopologyKey}
+		for i := 0; i < size; i++ {
 			grp.Members = append(grp.Members, fmt.Sprintf("%s-%d", gangName(g), i))
+		}
+		out = append(out, grp)
+	}
+	return out
+}
+
+// lowGroups is a preemption case's filler gangs (nil otherwise).
+func (c Case) lowGroups() []report.Group {
+	if c.Preemption == nil {
+		return nil
+	}
+	out := make([]report.Group, 0, c.Preemption.LowGangs)
+	for g := 0; g < c.Preemption.LowGangs; g++ {
+		grp := report.Group{Name: lowGangName(g), MinCount: c.Preemption.LowGangSize}
+		for i := 0; i < c.Preemption.LowGangSize; i++ {
+			grp.Members = append(grp.Members, fmt.Sprintf("%s-%d", lowGangName(g), i))
 		}
 		out = append(out, grp)
 	}
@@ -107,10 +235,16 @@ func Cases(quick bool) []Case {
 		}
 		// No plain-pods case: the quick set is the CI check of the gang
 		// paths, and every arm costs a fresh API server.
+		seq := q("TopologyAwareScheduling/60Nodes_8Gangs_30Pods_MixedSizes", tasSequence(1))
+		seq.Zones, seq.RacksPerZone, seq.NodesPerRack = 2, 3, 10
+		pre := q("Preemption/20Nodes_5LowGangs_20Pods_8PodGang", preemptionCase(5, 8))
+		pre.Zones, pre.RacksPerZone, pre.NodesPerRack = 1, 2, 10
 		return []Case{
 			q("GangScheduling/200Nodes_20Gangs_60Pods", Case{Gangs: 20, PodsPerGang: 3}),
 			q("GangScheduling/200Nodes_2Gangs_100Pods_50PerGroup", Case{Gangs: 2, PodsPerGang: 50}),
 			q("TopologyAwareScheduling/200Nodes_10Gangs_40Pods", Case{Gangs: 10, PodsPerGang: 4, TopologyKey: sandbox.RackLabel}),
+			seq,
+			pre,
 		}
 	}
 	// 5,000 nodes: 5 zones × 10 racks × 100 nodes (upstream's TAS node
@@ -127,7 +261,44 @@ func Cases(quick bool) []Case {
 		full("TopologyAwareScheduling/5000Nodes_750Gangs_3000Pods", 10, Case{Gangs: 750, PodsPerGang: 4, TopologyKey: sandbox.RackLabel}),
 		full("TopologyAwareScheduling/5000Nodes_3Gangs_3000Pods_1000PerGroup", 10, Case{Gangs: 3, PodsPerGang: 1000, TopologyKey: sandbox.RackLabel}),
 		full("GangScheduling/7500Nodes_3Gangs_3000Pods_1000PerGroup", 15, Case{Gangs: 3, PodsPerGang: 1000}),
+		// 1,000 nodes in 100 racks of 10, one pod per node.
+		withShape(full("TopologyAwareScheduling/1000Nodes_200Gangs_750Pods_MixedSizes", 20, tasSequence(25)), 5, 20, 10),
+		// 1,000 nodes (10 racks of 100) filled by 250 gangs of 4, one pod
+		// per node; a 100-pod gang evicts 25 of them.
+		withShape(full("Preemption/1000Nodes_250LowGangs_1000Pods_100PodGang", 2, preemptionCase(250, 100)), 5, 2, 100),
 	}
+}
+
+// tasSequenceSizes is one round of the mixed-size TAS sequence, 30 pods
+// for 6 racks of 10 one-pod nodes. Best fit (the fullest rack that fits)
+// packs a round into 3 racks and keeps 3 whole; worst fit (the emptiest
+// rack) spreads it over all 6 and leaves no rack able to take an 8-pod gang.
+var tasSequenceSizes = []int{6, 4, 5, 5, 3, 3, 2, 2}
+
+// tasSequence is rounds of tasSequenceSizes, every gang inside one rack,
+// one pod per node (3 of 4 cpu); the next gang asked for is 8 pods.
+func tasSequence(rounds int) Case {
+	c := Case{TopologyKey: sandbox.RackLabel, PodCPU: "3", NextGang: 8}
+	for r := 0; r < rounds; r++ {
+		c.GangSizes = append(c.GangSizes, tasSequenceSizes...)
+	}
+	return c
+}
+
+// preemptionCase fills every node with one low-priority pod (gangs of 4)
+// and measures one high-priority gang of size pods, unconstrained, that
+// fits only by evicting size/4 filler gangs.
+func preemptionCase(lowGangs, size int) Case {
+	return Case{
+		Gangs: 1, PodsPerGang: size, PodCPU: "3",
+		Preemption:    &Preemption{LowGangs: lowGangs, LowGangSize: 4},
+		UpstreamGates: PreemptionUpstreamGates,
+	}
+}
+
+func withShape(c Case, zones, racksPerZone, nodesPerRack int) Case {
+	c.Zones, c.RacksPerZone, c.NodesPerRack = zones, racksPerZone, nodesPerRack
+	return c
 }
 
 // SelectCases picks cases by name: each pattern selects the cases whose

@@ -74,7 +74,11 @@ type binder struct {
 	binds  atomic.Int64
 }
 
-func startBinder(ctx context.Context, client kubernetes.Interface, ns string, c Case, workers int) *binder {
+// startBinder starts the binder. With created nil every pod exists
+// already (precreated) and is bound in order; otherwise the binder binds
+// pod i (in c.podNames order) once it is received from created, which the
+// live creator closes when done.
+func startBinder(ctx context.Context, client kubernetes.Interface, ns string, c Case, workers int, created <-chan int) *binder {
 	ctx, cancel := context.WithCancel(ctx)
 	b := &binder{cancel: cancel, done: make(chan struct{})}
 	pods, nodes := ceilingPlan(c)
@@ -93,7 +97,25 @@ func startBinder(ctx context.Context, client kubernetes.Interface, ns string, c 
 		defer close(b.done)
 		defer wg.Wait()
 		defer close(work)
-		for i := range pods {
+		if created == nil {
+			ready := make(chan int, len(pods))
+			for i := range pods {
+				ready <- i
+			}
+			close(ready)
+			created = ready
+		}
+		for {
+			var i int
+			var ok bool
+			select {
+			case i, ok = <-created:
+				if !ok {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
 			select {
 			case work <- i:
 			case <-ctx.Done():

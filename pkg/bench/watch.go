@@ -12,8 +12,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// bindWatch records when each pod of a namespace is first seen bound.
+// bindWatch records when each of a set of pods of a namespace is first
+// seen bound.
 type bindWatch struct {
+	names    map[string]bool
 	mu       sync.Mutex
 	bound    map[string]time.Time
 	last     time.Time
@@ -22,14 +24,19 @@ type bindWatch struct {
 	stop     context.CancelFunc
 }
 
-// watchBinds starts a pod informer on ns and returns once it has synced.
-func watchBinds(ctx context.Context, client kubernetes.Interface, ns string, want int) (*bindWatch, error) {
+// watchBinds starts a pod informer on ns, watching the named pods, and
+// returns once it has synced.
+func watchBinds(ctx context.Context, client kubernetes.Interface, ns string, names []string) (*bindWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &bindWatch{bound: make(map[string]time.Time, want), want: want, allBound: make(chan struct{}), stop: cancel}
+	want := len(names)
+	w := &bindWatch{names: make(map[string]bool, want), bound: make(map[string]time.Time, want), want: want, allBound: make(chan struct{}), stop: cancel}
+	for _, n := range names {
+		w.names[n] = true
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	inf := factory.Core().V1().Pods().Informer()
 	observe := func(obj interface{}) {
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" && w.names[p.Name] {
 			w.record(p.Name, time.Now())
 		}
 	}
