@@ -15,11 +15,16 @@ import (
 // TestBenchQuick runs `phalanx-sim bench --quick` through pkg/bench: every
 // quick case under Phalanx (in-process), upstream kube-scheduler v1.37.2
 // (child process, native scheduling.k8s.io/v1beta1 PodGroups, gates
-// GenericWorkload and TopologyAwareWorkloadScheduling) and the bind
-// ceiling, each on a fresh sandbox. It asserts the placements, never the
-// timings: every pod bound, every gang all-or-nothing, every rack
-// constraint kept, no node overcommitted; and that the harness observed
-// what it reports (attempts from the schedulers' metrics, peak memory).
+// GenericWorkload and TopologyAwareWorkloadScheduling, plus
+// PodGroupPreemptionPolicy on preemption cases) and the bind ceiling, each
+// on a fresh sandbox. The gang and TAS cases run with pods precreated, the
+// mixed-size TAS sequence with pods created while the scheduler runs
+// (live), the preemption case always live (the ceiling does not apply).
+// It asserts the placements, never the timings: every pod bound, every
+// gang all-or-nothing, every rack constraint kept, no node overcommitted;
+// for Phalanx on the preemption case, victims evicted as whole gangs; and
+// that the harness observed what it reports (attempts from the schedulers'
+// metrics, peak memory, rack fragmentation).
 func TestBenchQuick(t *testing.T) {
 	ctx := context.Background()
 	h, err := bench.New(ctx, bench.Options{WorkDir: t.TempDir(), Logf: t.Logf})
@@ -28,30 +33,62 @@ func TestBenchQuick(t *testing.T) {
 
 	var results []report.Result
 	for _, c := range bench.Cases(true) {
+		if strings.Contains(c.Name, "MixedSizes") {
+			c.Arrival = report.ArrivalLive
+		}
 		for _, arm := range bench.DefaultArms {
 			t.Run(c.Name+"/"+string(arm), func(t *testing.T) {
 				r := h.RunCase(ctx, c, arm, 1)
 				results = append(results, r)
+				if c.Preemption != nil && arm == bench.ArmCeiling {
+					assert.NotEmpty(t, r.Skipped, "the bind ceiling does not apply to preemption")
+					return
+				}
 				require.Empty(t, r.Error, "the arm ran")
 				v := r.Verdict
 				assert.Equal(t, "all bound", r.Stop)
 				assert.Equal(t, c.PodCount(), v.Bound, "every pod bound")
-				assert.Equal(t, c.Gangs, v.CompleteGroups, "every gang complete")
+				assert.Equal(t, c.GangCount(), v.CompleteGroups, "every gang complete")
 				assert.Zero(t, v.PartialGroups, "no gang partially bound: %v", v.Problems)
 				assert.Zero(t, v.TopologyViolations, "every gang inside one rack: %v", v.Problems)
 				assert.Zero(t, v.OvercommittedNodes, "no node overcommitted: %v", v.Problems)
 				assert.Zero(t, v.UnknownNodes, "%v", v.Problems)
 				assert.True(t, v.OK())
 
+				if c.Arrival == report.ArrivalLive || c.Preemption != nil {
+					assert.Equal(t, report.ArrivalLive, r.Arrival)
+					assert.Positive(t, r.CreateSeconds, "the live creation observed")
+				} else {
+					assert.Equal(t, report.ArrivalPrecreated, r.Arrival)
+				}
+				if c.TopologyKey != "" {
+					require.NotNil(t, r.Fragmentation, "rack fragmentation computed")
+					assert.Equal(t, c.Zones*c.RacksPerZone, r.Fragmentation.Domains)
+				}
+				if c.Preemption != nil {
+					require.NotNil(t, r.Preemption, "victims counted")
+					p := r.Preemption
+					t.Logf("%s: %d victim pods, %d of %d low gangs evicted whole, %d partial gangs left", arm, p.VictimPods, p.VictimGangs, p.LowGangs, p.PartialGangs)
+					if arm == bench.ArmPhalanx {
+						assert.Positive(t, p.VictimPods, "the high-priority gang fit only by preemption")
+						assert.Zero(t, p.PartialGangs, "Phalanx evicts whole gangs: %v", p.Problems)
+						assert.Equal(t, p.VictimGangs*c.Preemption.LowGangSize, p.VictimPods, "every victim belongs to a gang evicted whole")
+					}
+				}
+
 				require.NotNil(t, r.Scheduler, "the scheduler's metrics observed")
 				assert.GreaterOrEqual(t, r.Scheduler.AttemptsPerBoundPod, 1.0, "a bound pod took at least one attempt (%s)", r.Scheduler.Source)
 				assert.Positive(t, r.PeakRSSBytes, "peak memory observed")
 				switch arm {
 				case bench.ArmUpstream:
+					gates := bench.DefaultUpstreamGates
+					if c.UpstreamGates != "" {
+						gates += "," + c.UpstreamGates
+					}
 					assert.Equal(t, report.ScopeScheduler, r.MemoryScope)
-					assert.Equal(t, bench.DefaultUpstreamGates, r.Gates)
+					assert.Equal(t, gates, r.Gates)
 					assert.Positive(t, r.SchedulerCPUSeconds, "the child's CPU time observed")
-					if c.Gangs > 0 {
+					if c.GangCount() > 0 {
 						assert.Positive(t, r.Scheduler.PodGroupAttempts, "upstream placed the gangs in its pod-group cycle")
 					}
 				case bench.ArmPhalanx:
