@@ -327,12 +327,32 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 		if leaf, ok := pl.groups.GroupOf(pod.UID); ok {
 			pl.activate(leaf)
 		}
-		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("reserved a node; waiting up to %ds in Permit for the gang: %s", pl.args.PermitWaitingTimeSeconds, waitingMessage(short)))
+		pl.eventIfStillWaiting(pod)
 	}
 	if root, grouped := pl.hierarchyOf(pod.UID); grouped {
 		pl.shared.attempts.waiting(root, pod.UID)
 	}
 	return fwk.NewStatus(fwk.Wait, waitingMessage(short)), pl.args.permitTimeout()
+}
+
+// waitingEventDelay is how long a member waits in Permit before the user
+// is told. Most gangs complete within milliseconds, and an event each would
+// be one more API write per gang on the scheduler's hot path.
+const waitingEventDelay = time.Second
+
+// eventIfStillWaiting emits WaitingForGang on pod if it still waits in
+// Permit after waitingEventDelay, with the shortfall at that moment.
+func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod) {
+	time.AfterFunc(waitingEventDelay, func() {
+		if pl.handle.GetWaitingPod(pod.UID) == nil {
+			return
+		}
+		ok, short, err := pl.groups.Quorum(pod, groups.ByPlaced)
+		if ok || err != nil {
+			return
+		}
+		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("reserved a node; waiting up to %ds in Permit for the gang: %s", pl.args.PermitWaitingTimeSeconds, waitingMessage(short)))
+	})
 }
 
 func (pl *Gang) allowWaiting(pod *corev1.Pod) {
