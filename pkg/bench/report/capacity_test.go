@@ -114,7 +114,7 @@ func TestTablesShowArrivalPreemptionAndFragmentation(t *testing.T) {
 	ok := Verdict{Pods: 4, Bound: 4, Groups: 1, CompleteGroups: 1}
 	results := []Result{
 		{Case: "Gang/x", Arrival: ArrivalPrecreated, Arm: ArmPhalanx, Run: 1, Pods: 4, PodsPerSecond: 100, Verdict: ok, Stop: "all bound"},
-		{Case: "Gang/x", Arrival: ArrivalLive, Arm: ArmPhalanx, Run: 1, Pods: 4, PodsPerSecond: 40, Verdict: ok, Stop: "all bound"},
+		{Case: "Gang/x", Arrival: ArrivalLive, Arm: ArmPhalanx, Run: 1, Pods: 4, PodsPerSecond: 40, CreateSeconds: 1.25, Verdict: ok, Stop: "all bound"},
 		{Case: "Gang/x", Arrival: ArrivalLive, Arm: ArmUpstream, Run: 1, Pods: 4, PodsPerSecond: 20, Verdict: ok, Stop: "all bound"},
 		{Case: "Preemption/x", Arrival: ArrivalLive, Arm: ArmPhalanx, Run: 1, Pods: 4, PodsPerSecond: 4, FirstGroupSeconds: 1.5, Verdict: ok, Stop: "all bound",
 			Preemption: &Preemption{LowGangs: 5, LowPods: 20, VictimPods: 4, VictimGangs: 1, UntouchedGangs: 4}},
@@ -144,6 +144,7 @@ func TestTablesShowArrivalPreemptionAndFragmentation(t *testing.T) {
 	require.NoError(t, WriteTable(&buf, results))
 	out := buf.String()
 	assert.Contains(t, out, "n/a: the bind ceiling does not preempt")
+	assert.Contains(t, out, "1.25s", "a live run's creation time")
 	assert.Contains(t, out, "partial gangs left")
 	assert.Contains(t, out, "1 of 5", "gangs evicted whole")
 	assert.Contains(t, out, "domains able to host it")

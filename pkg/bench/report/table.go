@@ -29,8 +29,11 @@ type Summary struct {
 	Failed  int
 	Pods    int
 	// Bound is the smallest bound count over the runs.
-	Bound         int
-	ReadySeconds  float64
+	Bound        int
+	ReadySeconds float64
+	// CreateSeconds is the median time the harness took to create the
+	// pods of a live run (zero for precreated runs).
+	CreateSeconds float64
 	PodsPerSecond float64
 	// APIWritesPerPod is the median of APIWrites(APIRequests) / pods.
 	APIWritesPerPod float64
@@ -80,7 +83,7 @@ func Summarize(results []Result) []Summary {
 		s := Summary{Case: k.c, Arm: k.a, Arrival: k.arrival, PlacementOK: true, Bound: -1}
 		var frags []Fragmentation
 		var preempts []Preemption
-		var writes, load, ready, pps, first, p50, p99, att, mem, sched, harness []float64
+		var create, writes, load, ready, pps, first, p50, p99, att, mem, sched, harness []float64
 		stops := map[string]bool{}
 		phases := map[string][]float64{}
 		for _, r := range runs[k] {
@@ -120,6 +123,9 @@ func Summarize(results []Result) []Summary {
 			if r.ReadySeconds > 0 {
 				ready = append(ready, r.ReadySeconds)
 			}
+			if r.CreateSeconds > 0 {
+				create = append(create, r.CreateSeconds)
+			}
 			if r.FirstGroupSeconds > 0 {
 				first = append(first, r.FirstGroupSeconds)
 				p50 = append(p50, r.GroupP50Seconds)
@@ -144,6 +150,7 @@ func Summarize(results []Result) []Summary {
 		s.Fragmentation = medianFragmentation(frags)
 		s.Preemption = medianPreemption(preempts)
 		s.ReadySeconds = median(ready)
+		s.CreateSeconds = median(create)
 		s.LoadAverage = median(load)
 		s.APIWritesPerPod = median(writes)
 		s.PodsPerSecond = median(pps)
@@ -170,10 +177,10 @@ func Summarize(results []Result) []Summary {
 func WriteTable(w io.Writer, results []Result) error {
 	sums := Summarize(results)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\tarrival\tarm\truns\tbound\tready\tpods/s\t1st gang\tp50 gang\tp99 gang\tattempts/pod\tAPI writes/pod\tpeak RSS\tsched CPU\tharness CPU\tload\tplacement\t")
+	fmt.Fprintln(tw, "case\tarrival\tarm\truns\tbound\tready\tcreate\tpods/s\t1st gang\tp50 gang\tp99 gang\tattempts/pod\tAPI writes/pod\tpeak RSS\tsched CPU\tharness CPU\tload\tplacement\t")
 	for _, s := range sums {
 		if s.Skipped != "" {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tn/a: %s\t\n", s.Case, s.Arrival, s.Arm, s.Skipped)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tn/a: %s\t\n", s.Case, s.Arrival, s.Arm, s.Skipped)
 			continue
 		}
 		placement := "ok"
@@ -197,8 +204,8 @@ func WriteTable(w io.Writer, results []Result) error {
 		if s.Runs-s.Failed > 1 {
 			pps += fmt.Sprintf(" (%.0f–%.0f)", s.PodsPerSecondMin, s.PodsPerSecondMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1fs\t%s\t%s\t\n",
-			s.Case, s.Arrival, s.Arm, s.Runs, s.Bound, s.Pods, seconds(s.ReadySeconds), pps,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1fs\t%s\t%s\t\n",
+			s.Case, s.Arrival, s.Arm, s.Runs, s.Bound, s.Pods, seconds(s.ReadySeconds), seconds(s.CreateSeconds), pps,
 			seconds(s.FirstGroupSeconds), seconds(s.GroupP50Seconds), seconds(s.GroupP99Seconds),
 			att, perPod(s.APIWritesPerPod), memory(s.PeakRSSBytes, s.MemoryScope), seconds(s.SchedulerCPU), s.HarnessCPU, loadString(s.LoadAverage), placement)
 	}
@@ -208,7 +215,7 @@ func WriteTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(w, "API writes/pod: requests other than GET/LIST/WATCH the API server served in the window (binds, status writes, events), per pod of the case.")
 	fmt.Fprintln(w, "load: the machine's 1-minute load average at the end of the window; the benchmark itself accounts for up to about 2, more means other work competed for the cores.")
 	fmt.Fprintln(w, "peak RSS: (s) = the scheduler's own process; (h) = the whole harness process (API server, etcd, and an in-process scheduler or binder).")
-	fmt.Fprintln(w, "arrival: precreated = every pod created before the scheduler started, times from scheduler start (ready inside the window); live = the scheduler started and ready first (ready before the window), then the harness created the pods, times from the first pod creation.")
+	fmt.Fprintln(w, "arrival: precreated = every pod created before the scheduler started, times from scheduler start (ready inside the window); live = the scheduler started and ready first (ready before the window), then the harness created the pods, times from the first pod creation; create = how long the creates took (the live window cannot end before).")
 	fmt.Fprintln(w, "gang = its last member bound; pods/s = bound pods ÷ time to the last bind. Medians over runs (pods/s range in brackets). Preemption cases: bound, pods/s and gang times are the high-priority gang's.")
 
 	if err := writePreemption(w, sums); err != nil {
