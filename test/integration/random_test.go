@@ -7,39 +7,62 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/config"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
 )
 
-// randomGroup is what the runner created, to check invariants against.
-type randomGroup struct {
-	name     string
-	gang     bool
-	minCount int
-	size     int
-	key      string // topology key, "" when unconstrained
-	cpu      int64  // milli-cpu per pod
-	// disturbed is set once a member of a bound gang was deleted: re-created
-	// members may then legitimately leave it below minCount.
-	disturbed bool
-}
+// The randomized runner's scheduler waits this long in Permit (the shipped
+// default is 60s): a member still assumed after it (plus slack) is stuck.
+const randomPermitTimeout = 10 * time.Second
+
+// Priority classes of the runner; "" is no class (priority 0).
+var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-high": 1000}
 
 // TestRandomizedInvariants drives the real plugins with random streams of
-// actions on random clusters and checks, at every quiescent point, that:
-// no gang is bound below minCount; no node is overcommitted; no topology
-// constraint is violated; every pending PodGroup has a condition saying
-// why. Seeds are printed; PHALANX_RANDOM_SEEDS sets how many run (make soak
-// runs 200), PHALANX_RANDOM_SEED replays one.
+// actions on random clusters: gangs, basic groups, composites and label
+// gangs at mixed priorities (so they preempt each other), plain pods,
+// deletions of pods, whole groups and nodes, new nodes, and minCount
+// changes. At every quiescent point it checks that:
+//   - no gang is bound below minCount, and no gang composite has fewer than
+//     minGroupCount children at their minimum, except after the runner took
+//     bound pods away (deleted a pod or a node, raised minCount) or a
+//     single-mode group lost pods to preemption: the documented disturbed
+//     case, which ends once nothing of the group is bound;
+//   - no node is overcommitted on cpu, memory or pod count, and no pod is
+//     bound to a node that does not exist;
+//   - the bound pods of every group (and of every composite) lie in one
+//     domain of its topology key;
+//   - every pod that disappeared without the runner deleting it was
+//     preempted (an event says so) for a higher-priority pod that is now
+//     bound, and took the rest of its disruptionMode-all unit with it;
+//   - no pod stays assumed (waiting in Permit or binding) in the scheduler's
+//     cache or in Phalanx's group cache beyond the Permit timeout;
+//   - every pending PodGroup (or its composite) has a Schedulable=False
+//     condition saying why; pending label gangs and plain pods have events.
+//
+// When a seed's actions are done and the cluster is idle, it checks
+// liveness: no pending gang, basic group or plain pod whose next step
+// (minCount − bound members of a gang, one pod otherwise) fits the free
+// room of one domain (the domain of its bound pods, if any) stays pending.
+//
+// Seeds are printed; PHALANX_RANDOM_SEEDS sets how many run (make test runs
+// 20, make soak 200), PHALANX_RANDOM_SEED replays one.
 func TestRandomizedInvariants(t *testing.T) {
 	seeds := 20
 	if v, err := strconv.Atoi(os.Getenv("PHALANX_RANDOM_SEEDS")); err == nil && v > 0 {
@@ -49,184 +72,950 @@ func TestRandomizedInvariants(t *testing.T) {
 	if v, err := strconv.ParseInt(os.Getenv("PHALANX_RANDOM_SEED"), 10, 64); err == nil {
 		first, seeds = v, 1
 	}
-	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true})
-	violations := 0
+	t.Logf("seeds %d..%d; replay one with PHALANX_RANDOM_SEED=<seed> go test -count=1 -run TestRandomizedInvariants -v ./test/integration/", first, first+int64(seeds)-1)
+	cfg := strings.Replace(string(config.SecondScheduler), "permitWaitingTimeSeconds: 60",
+		fmt.Sprintf("permitWaitingTimeSeconds: %d", int(randomPermitTimeout.Seconds())), 1)
+	require.Contains(t, cfg, fmt.Sprintf("permitWaitingTimeSeconds: %d", int(randomPermitTimeout.Seconds())))
+	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, SchedulerConfig: []byte(cfg)})
+	for name, value := range randomClasses {
+		if name != "" {
+			_, err := c.Client.SchedulingV1().PriorityClasses().Create(context.Background(),
+				&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+	start := time.Now()
+	violations, failed := 0, []string{}
 	for i := 0; i < seeds; i++ {
 		seed := first + int64(i)
+		var found int
 		ok := t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
-			runRandomSeed(t, c, seed)
+			found = runRandomSeed(t, c, seed)
 		})
+		violations += found
 		if !ok {
-			violations++
+			failed = append(failed, strconv.FormatInt(seed, 10))
 		}
 	}
-	t.Logf("%d seeds run from %d, %d with invariant violations", seeds, first, violations)
+	t.Logf("%d seeds run from %d in %v: %d with invariant violations %v, %d violations in all",
+		seeds, first, time.Since(start).Round(time.Second), len(failed), failed, violations)
 }
 
-func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) {
+// rGroup is a PodGroup (standalone or a composite's child) or a label gang
+// the runner created.
+type rGroup struct {
+	name      string
+	label     bool // a pod-group.scheduling.sigs.k8s.io label gang, no object
+	gang      bool
+	minCount  int
+	size      int    // members created, named <name>-<i>
+	key       string // topology key, "" when unconstrained
+	cpu, mem  int64  // per pod: milli-cpu, bytes
+	class     string // the hierarchy root's PriorityClass
+	all       bool   // disruptionMode all (its own)
+	parent    string // composite, "" for a standalone group
+	disturbed string // why it may be bound below minCount, "" when it may not
+}
+
+// rComposite is a CompositePodGroup the runner created.
+type rComposite struct {
+	name          string
+	gang          bool
+	minGroupCount int
+	key           string
+	class         string
+	all           bool
+	children      []string
+	disturbed     string
+}
+
+// rPod is a pod the runner created and has not deleted.
+type rPod struct {
+	name     string
+	group    string // "" for a plain pod
+	class    string
+	cpu, mem int64
+	labels   map[string]string
+}
+
+type randomRunner struct {
+	t          *testing.T
+	c          *sandbox.Cluster
+	ctx        context.Context
+	rng        *rand.Rand
+	ns, prefix string
+
+	zones     int
+	racks     map[int]int // zone -> racks
+	nodes     map[string]bool
+	nodeSeq   int
+	groups    map[string]*rGroup
+	comps     map[string]*rComposite
+	pods      map[string]*rPod
+	prevBound map[string]string // pod -> node at the last check
+	assumed   map[string]time.Time
+	log       []string
+	found     int
+	evicted   int
+}
+
+func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) int {
 	t.Logf("replay with PHALANX_RANDOM_SEED=%d", seed)
-	ctx := context.Background()
-	rng := rand.New(rand.NewSource(seed))
-	ns := namespace(t, c)
-	t.Cleanup(func() {
-		_ = c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
-	})
-
-	// A fresh random cluster: its nodes carry this seed's prefix.
-	prefix := fmt.Sprintf("s%d", seed)
-	racks := 1 + rng.Intn(3)
-	perRack := 1 + rng.Intn(3)
-	var nodes []*corev1.Node
-	for r := 0; r < racks; r++ {
-		for n := 0; n < perRack; n++ {
-			name := fmt.Sprintf("%s-r%d-n%d", prefix, r, n)
-			nodes = append(nodes, sandbox.NewNode(name, map[string]string{
-				sandbox.HostnameLabel: name, sandbox.RackLabel: fmt.Sprintf("%s-rack-%d", prefix, r), "seed": prefix,
-			}, corev1.ResourceList{
-				corev1.ResourceCPU:    *resourceMilli(4000),
-				corev1.ResourceMemory: *resourceBytes(32 << 30),
-				corev1.ResourcePods:   *resourceCount(110),
-			}))
+	r := &randomRunner{
+		t: t, c: c, ctx: context.Background(), rng: rand.New(rand.NewSource(seed)),
+		ns: namespace(t, c), prefix: fmt.Sprintf("s%d", seed),
+		racks: map[int]int{}, nodes: map[string]bool{}, groups: map[string]*rGroup{},
+		comps: map[string]*rComposite{}, pods: map[string]*rPod{}, prevBound: map[string]string{}, assumed: map[string]time.Time{},
+	}
+	t.Cleanup(r.cleanup)
+	r.zones = 1 + r.rng.Intn(2)
+	for z := 0; z < r.zones; z++ {
+		r.racks[z] = 1 + r.rng.Intn(2)
+		for rk := 0; rk < r.racks[z]; rk++ {
+			for n := 0; n < 1+r.rng.Intn(3); n++ {
+				r.addNode(z, rk)
+			}
 		}
 	}
-	require.NoError(t, sandbox.CreateNodes(ctx, c.Client, nodes))
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			_ = c.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
-		}
-	})
+	r.logf("cluster: %d nodes in %d zones", len(r.nodes), r.zones)
 
-	groupsMade := map[string]*randomGroup{}
-	actions := 3 + rng.Intn(4)
+	actions := 4 + r.rng.Intn(5)
 	for a := 0; a < actions; a++ {
-		switch op := rng.Intn(10); {
-		case op < 6: // a gang or basic group
-			g := &randomGroup{name: fmt.Sprintf("g%d", a), gang: rng.Intn(4) != 0, size: 1 + rng.Intn(5), cpu: int64(500 * (1 + rng.Intn(8)))}
-			g.minCount = 1 + rng.Intn(g.size)
-			if rng.Intn(2) == 0 {
-				g.key = sandbox.RackLabel
+		switch op := r.rng.Intn(100); {
+		case op < 25:
+			r.createGroup(a)
+		case op < 35:
+			r.createComposite(a)
+		case op < 40:
+			r.createLabelGang(a)
+		case op < 52:
+			r.createPlainPods(a)
+		case op < 60:
+			r.deleteMember()
+		case op < 68:
+			r.deleteGroup()
+		case op < 76:
+			r.deleteNode()
+		case op < 84:
+			z := r.rng.Intn(r.zones + 1)
+			if z == r.zones {
+				r.zones++
 			}
-			pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: g.name}}
-			if g.gang {
-				pg.Spec.SchedulingPolicy.Gang = &v1alpha1.GangSchedulingPolicy{MinCount: int32(g.minCount)}
-			} else {
-				pg.Spec.SchedulingPolicy.Basic = &v1alpha1.BasicSchedulingPolicy{}
+			rk := r.rng.Intn(r.racks[z] + 1)
+			if rk == r.racks[z] {
+				r.racks[z]++
 			}
-			if g.key != "" {
-				pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{Topology: topo(g.key)}
-			}
-			createPodGroup(t, c, ns, pg)
-			for i := 0; i < g.size; i++ {
-				createSeedPod(t, c, ns, prefix, fmt.Sprintf("%s-%d", g.name, i), inGroup(g.name), g.cpu)
-			}
-			groupsMade[g.name] = g
-		case op < 8: // plain pods
-			for i := 0; i < 1+rng.Intn(3); i++ {
-				createSeedPod(t, c, ns, prefix, fmt.Sprintf("plain%d-%d", a, i), nil, int64(500*(1+rng.Intn(8))))
-			}
-		default: // delete a pod of some group
-			names := make([]string, 0, len(groupsMade))
-			for n := range groupsMade {
-				names = append(names, n)
-			}
-			sort.Strings(names)
-			if len(names) == 0 {
-				continue
-			}
-			g := groupsMade[names[rng.Intn(len(names))]]
-			victim := fmt.Sprintf("%s-%d", g.name, rng.Intn(g.size))
-			if _, bound := boundPods(t, c, ns)[victim]; bound {
-				g.disturbed = true
-			}
-			_ = c.Client.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			r.logf("add node %s", r.addNode(z, rk))
+		default:
+			r.changeMinCount()
 		}
-		quiesce(t, c, ns)
-		checkInvariants(t, c, ns, prefix, groupsMade)
+		r.quiesce()
+		r.check()
+	}
+	r.liveness()
+	r.check()
+	final := r.snapshot()
+	bound := 0
+	for _, p := range final.pods {
+		if p.Spec.NodeName != "" {
+			bound++
+		}
+	}
+	t.Logf("%d actions, %d pods evicted by preemption, %d bound and %d pending at the end, %d violations",
+		actions, r.evicted, bound, len(final.pods)-bound, r.found)
+	if r.found > 0 {
+		t.Logf("actions of seed %d:\n  %s", seed, strings.Join(r.log, "\n  "))
+	}
+	return r.found
+}
+
+func (r *randomRunner) logf(format string, args ...interface{}) {
+	r.log = append(r.log, fmt.Sprintf(format, args...))
+}
+
+// violation records a broken invariant; the seed goes on so that one run
+// shows everything it found.
+func (r *randomRunner) violation(format string, args ...interface{}) {
+	r.t.Helper()
+	r.found++
+	r.t.Errorf("VIOLATION (replay with PHALANX_RANDOM_SEED=%s): %s", strings.TrimPrefix(r.prefix, "s"), fmt.Sprintf(format, args...))
+}
+
+func (r *randomRunner) cleanup() {
+	_ = r.c.Client.CoreV1().Pods(r.ns).DeleteCollection(r.ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+	_ = r.c.Client.CoreV1().Nodes().DeleteCollection(r.ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "seed=" + r.prefix})
+}
+
+func (r *randomRunner) addNode(zone, rack int) string {
+	name := fmt.Sprintf("%s-n%d", r.prefix, r.nodeSeq)
+	r.nodeSeq++
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64([]int{2000, 4000, 4000, 8000}[r.rng.Intn(4)]), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(int64([]int{4, 8, 16}[r.rng.Intn(3)])<<30, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64([]int{3, 6, 110}[r.rng.Intn(3)]), resource.DecimalSI),
+	}
+	require.NoError(r.t, sandbox.CreateNodes(r.ctx, r.c.Client, []*corev1.Node{sandbox.NewNode(name, map[string]string{
+		sandbox.HostnameLabel: name,
+		sandbox.ZoneLabel:     fmt.Sprintf("%s-z%d", r.prefix, zone),
+		sandbox.RackLabel:     fmt.Sprintf("%s-z%d-r%d", r.prefix, zone, rack),
+		"seed":                r.prefix,
+	}, capacity)}))
+	r.nodes[name] = true
+	return name
+}
+
+func (r *randomRunner) randomClass() string {
+	return []string{"", "rnd-low", "rnd-low", "rnd-mid", "rnd-high"}[r.rng.Intn(5)]
+}
+
+func (r *randomRunner) randomKey() string {
+	return []string{"", sandbox.RackLabel, sandbox.ZoneLabel}[r.rng.Intn(3)]
+}
+
+func (r *randomRunner) randomRequests() (int64, int64) {
+	return int64(500 * (1 + r.rng.Intn(6))), int64(1+r.rng.Intn(6)) * 512 << 20
+}
+
+func (r *randomRunner) createPod(p *rPod) {
+	r.t.Helper()
+	pod := member{name: p.name, labels: p.labels, cpu: fmt.Sprintf("%dm", p.cpu), priorityClass: p.class}.pod()
+	pod.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = *resource.NewQuantity(p.mem, resource.BinarySI)
+	pod.Spec.NodeSelector = map[string]string{"seed": r.prefix}
+	_, err := r.c.Client.CoreV1().Pods(r.ns).Create(r.ctx, pod, metav1.CreateOptions{})
+	require.NoError(r.t, err, "create pod %s", p.name)
+	r.pods[p.name] = p
+}
+
+func (r *randomRunner) createMembers(g *rGroup) {
+	labels := inGroup(g.name)
+	if g.label {
+		labels = map[string]string{v1alpha1.LightweightNameLabel: g.name, v1alpha1.LightweightMinAvailableLabel: strconv.Itoa(g.minCount)}
+	}
+	for i := 0; i < g.size; i++ {
+		r.createPod(&rPod{name: fmt.Sprintf("%s-%d", g.name, i), group: g.name, class: g.class, cpu: g.cpu, mem: g.mem, labels: labels})
 	}
 }
 
-func createSeedPod(t *testing.T, c *sandbox.Cluster, ns, prefix, name string, labels map[string]string, milli int64) {
-	p := member{name: name, labels: labels, cpu: fmt.Sprintf("%dm", milli)}.pod()
-	p.Spec.NodeSelector = map[string]string{"seed": prefix}
-	_, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
-	require.NoError(t, err)
+func (r *randomRunner) podGroupObject(g *rGroup) *v1alpha1.PodGroup {
+	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: g.name}}
+	if g.gang {
+		pg.Spec.SchedulingPolicy.Gang = &v1alpha1.GangSchedulingPolicy{MinCount: int32(g.minCount)}
+	} else {
+		pg.Spec.SchedulingPolicy.Basic = &v1alpha1.BasicSchedulingPolicy{}
+	}
+	if g.key != "" {
+		pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{Topology: topo(g.key)}
+	}
+	if g.all {
+		pg.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
+	}
+	if g.parent != "" {
+		pg.Spec.ParentCompositePodGroupName = ptr.To(g.parent)
+	} else {
+		pg.Spec.PriorityClassName = g.class
+	}
+	return pg
 }
 
-// quiesce waits until the set of bound pods has not changed for a while.
-func quiesce(t *testing.T, c *sandbox.Cluster, ns string) {
+func (r *randomRunner) createGroup(a int) {
+	g := &rGroup{name: fmt.Sprintf("g%d", a), gang: r.rng.Intn(4) != 0, size: 1 + r.rng.Intn(5), key: r.randomKey(), class: r.randomClass()}
+	g.cpu, g.mem = r.randomRequests()
+	g.minCount = 1 + r.rng.Intn(g.size)
+	g.all = g.gang && r.rng.Intn(3) == 0
+	createPodGroup(r.t, r.c, r.ns, r.podGroupObject(g))
+	r.createMembers(g)
+	r.groups[g.name] = g
+	r.logf("create %s", g)
+}
+
+func (r *randomRunner) createComposite(a int) {
+	cp := &rComposite{name: fmt.Sprintf("c%d", a), gang: r.rng.Intn(3) != 0, key: r.randomKey(), class: r.randomClass()}
+	n := 2 + r.rng.Intn(2)
+	if cp.gang {
+		cp.minGroupCount = 1 + r.rng.Intn(n)
+		cp.all = r.rng.Intn(3) == 0
+	}
+	var kids []*rGroup
+	for i := 0; i < n; i++ {
+		g := &rGroup{name: fmt.Sprintf("c%d-k%d", a, i), gang: r.rng.Intn(4) != 0, size: 1 + r.rng.Intn(3), class: cp.class, parent: cp.name}
+		g.cpu, g.mem = r.randomRequests()
+		g.minCount = 1 + r.rng.Intn(g.size)
+		if cp.key != sandbox.RackLabel && r.rng.Intn(2) == 0 {
+			g.key = sandbox.RackLabel
+		}
+		kids = append(kids, g)
+		cp.children = append(cp.children, g.name)
+	}
+	makeComposite := func() {
+		obj := composite(cp.name, int32(cp.minGroupCount))
+		obj.Spec.PriorityClassName = cp.class
+		if cp.key != "" {
+			obj.Spec.SchedulingConstraints = &v1alpha1.CompositePodGroupSchedulingConstraints{Topology: topo(cp.key)}
+		}
+		if cp.all {
+			obj.Spec.DisruptionMode = &v1alpha1.CompositeDisruptionMode{All: &v1alpha1.AllCompositeDisruptionMode{}}
+		}
+		_, err := r.c.Phalanx.SchedulingV1alpha1().CompositePodGroups(r.ns).Create(r.ctx, obj, metav1.CreateOptions{})
+		require.NoError(r.t, err)
+	}
+	// Half the time the children and their pods come first: the parent
+	// appears last, as it may when objects are applied out of order.
+	parentFirst := r.rng.Intn(2) == 0
+	if parentFirst {
+		makeComposite()
+	}
+	for _, g := range kids {
+		createPodGroup(r.t, r.c, r.ns, r.podGroupObject(g))
+		r.createMembers(g)
+		r.groups[g.name] = g
+	}
+	if !parentFirst {
+		makeComposite()
+	}
+	r.comps[cp.name] = cp
+	desc := make([]string, 0, len(kids))
+	for _, g := range kids {
+		desc = append(desc, g.String())
+	}
+	r.logf("create composite %s gang=%v minGroupCount=%d key=%q class=%q all=%v parentFirst=%v: %s",
+		cp.name, cp.gang, cp.minGroupCount, cp.key, cp.class, cp.all, parentFirst, strings.Join(desc, "; "))
+}
+
+func (r *randomRunner) createLabelGang(a int) {
+	g := &rGroup{name: fmt.Sprintf("l%d", a), label: true, gang: true, size: 1 + r.rng.Intn(4), class: r.randomClass()}
+	g.cpu, g.mem = r.randomRequests()
+	g.minCount = 1 + r.rng.Intn(g.size)
+	r.createMembers(g)
+	r.groups[g.name] = g
+	r.logf("create label gang %s", g)
+}
+
+func (r *randomRunner) createPlainPods(a int) {
+	for i := 0; i < 1+r.rng.Intn(3); i++ {
+		p := &rPod{name: fmt.Sprintf("p%d-%d", a, i), class: r.randomClass()}
+		p.cpu, p.mem = r.randomRequests()
+		r.createPod(p)
+		r.logf("create plain pod %s cpu=%dm mem=%dMi class=%q", p.name, p.cpu, p.mem>>20, p.class)
+	}
+}
+
+func (g *rGroup) String() string {
+	kind := "basic"
+	if g.gang {
+		kind = fmt.Sprintf("gang minCount=%d", g.minCount)
+	}
+	return fmt.Sprintf("%s %s size=%d key=%q cpu=%dm mem=%dMi class=%q all=%v", g.name, kind, g.size, g.key, g.cpu, g.mem>>20, g.class, g.all)
+}
+
+// sortedKeys returns the keys of m in order, for reproducible choices.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// disturb marks the group of pod (and its composite) as legitimately below
+// its minimum.
+func (r *randomRunner) disturb(group, why string) {
+	g := r.groups[group]
+	if g == nil {
+		return
+	}
+	g.disturbed = why
+	if cp := r.comps[g.parent]; cp != nil {
+		cp.disturbed = why
+	}
+}
+
+func (r *randomRunner) deletePod(name string) {
+	require.NoError(r.t, r.c.Client.CoreV1().Pods(r.ns).Delete(r.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+	delete(r.pods, name)
+}
+
+func (r *randomRunner) isBound(name string) bool {
+	p, err := r.c.Client.CoreV1().Pods(r.ns).Get(r.ctx, name, metav1.GetOptions{})
+	return err == nil && p.Spec.NodeName != ""
+}
+
+func (r *randomRunner) deleteMember() {
+	var grouped []string
+	for _, name := range sortedKeys(r.pods) {
+		if r.pods[name].group != "" {
+			grouped = append(grouped, name)
+		}
+	}
+	if len(grouped) == 0 {
+		return
+	}
+	victim := grouped[r.rng.Intn(len(grouped))]
+	if r.isBound(victim) {
+		r.disturb(r.pods[victim].group, "the runner deleted bound member "+victim)
+	}
+	r.logf("delete pod %s", victim)
+	r.deletePod(victim)
+}
+
+func (r *randomRunner) deleteGroup() {
+	var roots []string
+	for _, name := range sortedKeys(r.groups) {
+		if r.groups[name].parent == "" {
+			roots = append(roots, name)
+		}
+	}
+	roots = append(roots, sortedKeys(r.comps)...)
+	if len(roots) == 0 {
+		return
+	}
+	root := roots[r.rng.Intn(len(roots))]
+	members := []string{root}
+	if cp := r.comps[root]; cp != nil {
+		members = cp.children
+	}
+	for _, g := range members {
+		for _, name := range sortedKeys(r.pods) {
+			if r.pods[name].group == g {
+				r.deletePod(name)
+			}
+		}
+		if !r.groups[g].label {
+			require.NoError(r.t, r.c.Phalanx.SchedulingV1alpha1().PodGroups(r.ns).Delete(r.ctx, g, metav1.DeleteOptions{}))
+		}
+		delete(r.groups, g)
+	}
+	if r.comps[root] != nil {
+		require.NoError(r.t, r.c.Phalanx.SchedulingV1alpha1().CompositePodGroups(r.ns).Delete(r.ctx, root, metav1.DeleteOptions{}))
+		delete(r.comps, root)
+	}
+	r.logf("delete group %s with its pods", root)
+}
+
+// deleteNode deletes a node and, as the pod garbage collector would, the
+// pods bound to it; half the time the lost group members are re-created,
+// as a controller would, and must then go back to their group's domain.
+func (r *randomRunner) deleteNode() {
+	names := sortedKeys(r.nodes)
+	if len(names) < 2 {
+		return
+	}
+	node := names[r.rng.Intn(len(names))]
+	require.NoError(r.t, r.c.Client.CoreV1().Nodes().Delete(r.ctx, node, metav1.DeleteOptions{}))
+	delete(r.nodes, node)
+	pods, err := r.c.Client.CoreV1().Pods(r.ns).List(r.ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	require.NoError(r.t, err)
+	recreate := r.rng.Intn(2) == 0
+	var lost []*rPod
+	for _, p := range pods.Items {
+		rp := r.pods[p.Name]
+		if rp == nil {
+			continue
+		}
+		if rp.group != "" {
+			r.disturb(rp.group, fmt.Sprintf("member %s was on deleted node %s", p.Name, node))
+			lost = append(lost, rp)
+		}
+		r.deletePod(p.Name)
+	}
+	r.logf("delete node %s with %d pods, re-create %d lost members: %v", node, len(pods.Items), len(lost), recreate)
+	if !recreate {
+		return
+	}
+	for _, rp := range lost {
+		eventually(r.t, 30*time.Second, rp.name+" gone", func() (bool, error) {
+			_, err := r.c.Client.CoreV1().Pods(r.ns).Get(r.ctx, rp.name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		r.createPod(rp)
+	}
+}
+
+func (r *randomRunner) changeMinCount() {
+	var gangs []string
+	for _, name := range sortedKeys(r.groups) {
+		if g := r.groups[name]; g.gang && !g.label {
+			gangs = append(gangs, name)
+		}
+	}
+	if len(gangs) == 0 {
+		return
+	}
+	g := r.groups[gangs[r.rng.Intn(len(gangs))]]
+	to := 1 + r.rng.Intn(g.size+1)
+	bound := 0
+	for name, p := range r.pods {
+		if p.group == g.name && r.isBound(name) {
+			bound++
+		}
+	}
+	require.NoError(r.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pg, err := r.c.Phalanx.SchedulingV1alpha1().PodGroups(r.ns).Get(r.ctx, g.name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		pg.Spec.SchedulingPolicy.Gang.MinCount = int32(to)
+		_, err = r.c.Phalanx.SchedulingV1alpha1().PodGroups(r.ns).Update(r.ctx, pg, metav1.UpdateOptions{})
+		return err
+	}))
+	if bound > 0 && to > bound {
+		r.disturb(g.name, fmt.Sprintf("minCount raised to %d above its %d bound members", to, bound))
+	}
+	r.logf("minCount of %s %d -> %d (%d bound)", g.name, g.minCount, to, bound)
+	g.minCount = to
+}
+
+// quiesce waits until the bound pods have not changed for a second, no pod
+// is terminating and the scheduler holds none of the seed's pods assumed.
+// A pod assumed for longer than the Permit timeout (and some slack) is
+// stuck; a cluster that never settles is a livelock.
+func (r *randomRunner) quiesce() {
+	r.t.Helper()
 	last, stableSince := "", time.Now()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		cur := fmt.Sprint(boundPods(t, c, ns))
+	deadline := time.Now().Add(randomPermitTimeout + 15*time.Second)
+	for {
+		pods, err := r.c.Client.CoreV1().Pods(r.ns).List(r.ctx, metav1.ListOptions{})
+		require.NoError(r.t, err)
+		var bound []string
+		terminating := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				terminating++
+			}
+			if p.Spec.NodeName != "" {
+				bound = append(bound, p.Name+"@"+p.Spec.NodeName)
+			}
+		}
+		sort.Strings(bound)
+		cur := strings.Join(bound, ",")
+		assumed := r.stuckCandidates()
 		if cur != last {
 			last, stableSince = cur, time.Now()
-		} else if time.Since(stableSince) > time.Second {
+		} else if time.Since(stableSince) > time.Second && terminating == 0 && len(assumed) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			if len(assumed) > 0 {
+				r.violation("pods stuck assumed (waiting in Permit or binding) for more than %v: %v", randomPermitTimeout+15*time.Second, assumed)
+			} else {
+				r.violation("no quiescence within %v: bound pods keep changing or %d pods keep terminating", randomPermitTimeout+15*time.Second, terminating)
+			}
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-func checkInvariants(t *testing.T, c *sandbox.Cluster, ns, prefix string, made map[string]*randomGroup) {
-	t.Helper()
-	ctx := context.Background()
-	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "seed=" + prefix})
-	require.NoError(t, err)
-	labels := map[string]map[string]string{}
-	used := map[string]int64{}
-	for _, n := range nodes.Items {
-		labels[n.Name] = n.Labels
+// stuckCandidates lists the seed's pods that are assumed in the scheduler's
+// cache or in Phalanx's group cache.
+func (r *randomRunner) stuckCandidates() []string {
+	var out []string
+	for name, node := range assumedIn(r.c, r.ns) {
+		out = append(out, fmt.Sprintf("%s on %s (scheduler cache)", name, node))
 	}
-	bound := map[string]int{}
-	pending := map[string]int{}
-	domains := map[string]map[string]bool{}
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		if p.Spec.NodeName == "" {
-			pending[p.Labels[v1alpha1.PodGroupLabel]]++
-			continue
-		}
-		used[p.Spec.NodeName] += p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()
-		if g := p.Labels[v1alpha1.PodGroupLabel]; g != "" {
-			bound[g]++
-			if made[g] != nil && made[g].key != "" {
-				if domains[g] == nil {
-					domains[g] = map[string]bool{}
-				}
-				domains[g][labels[p.Spec.NodeName][made[g].key]] = true
+	if s := r.c.Scheduler(); s != nil {
+		fed, err := groups.Shared(r.ctx, s.InformerFactory(), r.c.Config)
+		require.NoError(r.t, err)
+		seen := map[groups.Key]bool{}
+		for _, g := range r.groups {
+			k := groups.Key{Kind: groups.PodGroupKind, Namespace: r.ns, Name: g.name}
+			if g.label {
+				k.Kind = groups.LabelKind
+			}
+			if g.parent != "" {
+				k = groups.Key{Kind: groups.CompositeKind, Namespace: r.ns, Name: g.parent}
+			}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			for _, p := range fed.Members(k, groups.Is(groups.Assumed)) {
+				out = append(out, fmt.Sprintf("%s (group cache)", p.Name))
 			}
 		}
 	}
-	for _, n := range nodes.Items {
-		require.LessOrEqual(t, used[n.Name], n.Status.Allocatable.Cpu().MilliValue(), "node %s is overcommitted", n.Name)
+	sort.Strings(out)
+	return out
+}
+
+type nodeRoom struct {
+	labels              map[string]string
+	cpu, mem, pods      int64 // allocatable
+	usedCPU, usedMem, n int64
+}
+
+func (n *nodeRoom) slots(cpu, mem int64) int {
+	free := n.pods - n.n
+	if c := (n.cpu - n.usedCPU) / cpu; c < free {
+		free = c
 	}
-	for name, g := range made {
-		if g.gang && !g.disturbed && bound[name] > 0 {
-			require.GreaterOrEqual(t, bound[name], g.minCount, "gang %s is bound below its minCount", name)
+	if m := (n.mem - n.usedMem) / mem; m < free {
+		free = m
+	}
+	if free < 0 {
+		return 0
+	}
+	return int(free)
+}
+
+// snapshot is the API server's view of the seed at one moment.
+type snapshot struct {
+	pods  map[string]*corev1.Pod // not terminating
+	nodes map[string]*nodeRoom
+}
+
+func (r *randomRunner) snapshot() snapshot {
+	pods, err := r.c.Client.CoreV1().Pods(r.ns).List(r.ctx, metav1.ListOptions{})
+	require.NoError(r.t, err)
+	nodes, err := r.c.Client.CoreV1().Nodes().List(r.ctx, metav1.ListOptions{LabelSelector: "seed=" + r.prefix})
+	require.NoError(r.t, err)
+	s := snapshot{pods: map[string]*corev1.Pod{}, nodes: map[string]*nodeRoom{}}
+	for _, n := range nodes.Items {
+		a := n.Status.Allocatable
+		s.nodes[n.Name] = &nodeRoom{labels: n.Labels, cpu: a.Cpu().MilliValue(), mem: a.Memory().Value(), pods: a.Pods().Value()}
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if n := s.nodes[p.Spec.NodeName]; n != nil {
+			// Terminating pods still hold their room.
+			req := p.Spec.Containers[0].Resources.Requests
+			n.usedCPU += req.Cpu().MilliValue()
+			n.usedMem += req.Memory().Value()
+			n.n++
 		}
-		require.LessOrEqual(t, len(domains[name]), 1, "group %s spans domains %v", name, domains[name])
-		if bound[name] == 0 && pending[name] > 0 {
-			pg, err := c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
-			require.NoError(t, err)
-			// The condition is written asynchronously; give it a moment.
-			eventually(t, 10*time.Second, "a condition explaining why "+name+" is pending", func() (bool, error) {
-				pg, err = c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
-					return false, err
+		if p.DeletionTimestamp == nil {
+			s.pods[p.Name] = p
+		}
+	}
+	return s
+}
+
+// groupPods returns the bound pods (name -> node) and the pending pod names
+// of group g.
+func (r *randomRunner) groupPods(s snapshot, g string) (map[string]string, []string) {
+	bound := map[string]string{}
+	var pending []string
+	for _, name := range sortedKeys(r.pods) {
+		if r.pods[name].group != g {
+			continue
+		}
+		if p := s.pods[name]; p != nil {
+			if p.Spec.NodeName != "" {
+				bound[name] = p.Spec.NodeName
+			} else {
+				pending = append(pending, name)
+			}
+		}
+	}
+	return bound, pending
+}
+
+func (r *randomRunner) domains(s snapshot, bound map[string]string, key string) map[string]bool {
+	out := map[string]bool{}
+	for _, node := range bound {
+		if n := s.nodes[node]; n != nil {
+			out[n.labels[key]] = true
+		}
+	}
+	return out
+}
+
+// allUnit returns the disruptionMode-all unit (its member groups) that
+// group g belongs to, nil when g may be disrupted pod by pod.
+func (r *randomRunner) allUnit(g *rGroup) []string {
+	if cp := r.comps[g.parent]; cp != nil && cp.all {
+		return cp.children
+	}
+	if g.all {
+		return []string{g.name}
+	}
+	return nil
+}
+
+func (r *randomRunner) check() {
+	r.t.Helper()
+	s := r.snapshot()
+
+	// Capacity and node existence.
+	for name, p := range s.pods {
+		if p.Spec.NodeName != "" && s.nodes[p.Spec.NodeName] == nil {
+			r.violation("pod %s is bound to node %s, which does not exist", name, p.Spec.NodeName)
+		}
+	}
+	for _, name := range sortedKeys(s.nodes) {
+		n := s.nodes[name]
+		if n.usedCPU > n.cpu || n.usedMem > n.mem || n.n > n.pods {
+			r.violation("node %s is overcommitted: cpu %d/%dm, memory %d/%dMi, pods %d/%d", name, n.usedCPU, n.cpu, n.usedMem>>20, n.mem>>20, n.n, n.pods)
+		}
+	}
+
+	// Pods that disappeared without the runner deleting them: preempted.
+	var victims []*rPod
+	for _, name := range sortedKeys(r.pods) {
+		if s.pods[name] == nil {
+			victims = append(victims, r.pods[name])
+			delete(r.pods, name)
+		}
+	}
+	needEvents := map[string][]string{} // pod -> acceptable event reasons
+	for _, v := range victims {
+		r.evicted++
+		r.logf("observed: %s (class %q) evicted; bound at the last check: %v", v.name, v.class, r.prevBound[v.name] != "")
+		higher := false
+		for _, p := range s.pods {
+			if p.Spec.NodeName != "" && p.Spec.Priority != nil && *p.Spec.Priority > randomClasses[v.class] {
+				higher = true
+			}
+		}
+		if !higher {
+			r.violation("pod %s (priority %d) was evicted, but no pod of higher priority is bound", v.name, randomClasses[v.class])
+		}
+		needEvents[v.name] = []string{"Preempted"}
+		if g := r.groups[v.group]; g != nil {
+			if unit := r.allUnit(g); unit != nil {
+				for _, member := range unit {
+					for name, node := range r.prevBound {
+						if p := s.pods[name]; p != nil && p.Spec.NodeName == node && r.pods[name] != nil && r.pods[name].group == member {
+							r.violation("disruptionMode-all unit of %s was split: %s was evicted, %s (group %s) is still bound", v.group, v.name, name, member)
+						}
+					}
 				}
-				cond := meta.FindStatusCondition(pg.Status.Conditions, v1alpha1.PodGroupSchedulable)
-				return cond != nil && cond.Status == metav1.ConditionFalse && cond.Message != "", nil
-			})
+			} else {
+				r.disturb(v.group, "single-mode member "+v.name+" was preempted")
+			}
+		}
+	}
+
+	// Groups: minimum, topology, explanations.
+	needConditions := map[string]*rGroup{}
+	for _, name := range sortedKeys(r.groups) {
+		g := r.groups[name]
+		bound, pending := r.groupPods(s, name)
+		if len(bound) == 0 {
+			g.disturbed = ""
+		}
+		if g.gang && g.disturbed == "" && len(bound) > 0 && len(bound) < g.minCount {
+			r.violation("gang %s is bound below its minCount: %d of %d bound (%v)", name, len(bound), g.minCount, bound)
+		}
+		if g.key != "" {
+			if d := r.domains(s, bound, g.key); len(d) > 1 {
+				r.violation("group %s (key %s) spans domains %v: %v", name, g.key, sortedKeys(d), bound)
+			}
+		}
+		if len(bound) == 0 && len(pending) > 0 {
+			if g.label {
+				for _, p := range pending {
+					needEvents[p] = []string{"WaitingForGang", "FailedScheduling", "GroupInvalid"}
+				}
+			} else {
+				needConditions[name] = g
+			}
+		}
+	}
+	for _, name := range sortedKeys(r.comps) {
+		cp := r.comps[name]
+		satisfied, all := 0, map[string]string{}
+		anyBound := false
+		for _, child := range cp.children {
+			g := r.groups[child]
+			bound, _ := r.groupPods(s, child)
+			for p, n := range bound {
+				all[p] = n
+			}
+			anyBound = anyBound || len(bound) > 0
+			if (g.gang && len(bound) >= g.minCount) || (!g.gang && len(bound) > 0) {
+				satisfied++
+			}
+		}
+		if !anyBound {
+			cp.disturbed = ""
+		}
+		if cp.gang && cp.disturbed == "" && anyBound && satisfied < cp.minGroupCount {
+			r.violation("composite %s is bound below minGroupCount: %d of %d children at their minimum (%v)", name, satisfied, cp.minGroupCount, all)
+		}
+		if cp.key != "" {
+			if d := r.domains(s, all, cp.key); len(d) > 1 {
+				r.violation("composite %s (key %s) spans domains %v: %v", name, cp.key, sortedKeys(d), all)
+			}
+		}
+	}
+	for name, p := range s.pods {
+		if rp := r.pods[name]; rp != nil && rp.group == "" && p.Spec.NodeName == "" {
+			needEvents[name] = []string{"FailedScheduling"}
+		}
+	}
+	r.explained(needConditions, needEvents)
+
+	r.prevBound = map[string]string{}
+	for name, p := range s.pods {
+		if p.Spec.NodeName != "" {
+			r.prevBound[name] = p.Spec.NodeName
 		}
 	}
 }
 
-func resourceMilli(v int64) *resource.Quantity {
-	return resource.NewMilliQuantity(v, resource.DecimalSI)
+// explained waits (conditions and events are written asynchronously) for
+// a Schedulable=False condition with a message on every pending group or
+// one of its ancestors, and for an event of one of the given reasons on
+// every listed pod.
+func (r *randomRunner) explained(conds map[string]*rGroup, events map[string][]string) {
+	r.t.Helper()
+	missing := []string{}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		missing = missing[:0]
+		for _, name := range sortedKeys(conds) {
+			if !r.pendingExplained(conds[name]) {
+				missing = append(missing, "a Schedulable=False condition on PodGroup "+name)
+			}
+		}
+		if len(events) > 0 {
+			evs, err := r.c.Client.EventsV1().Events(r.ns).List(r.ctx, metav1.ListOptions{})
+			require.NoError(r.t, err)
+			have := map[string]map[string]bool{}
+			for _, e := range evs.Items {
+				if have[e.Regarding.Name] == nil {
+					have[e.Regarding.Name] = map[string]bool{}
+				}
+				have[e.Regarding.Name][e.Reason] = true
+			}
+			for _, pod := range sortedKeys(events) {
+				ok := false
+				for _, reason := range events[pod] {
+					ok = ok || have[pod][reason]
+				}
+				if !ok {
+					missing = append(missing, fmt.Sprintf("an event %v on pod %s", events[pod], pod))
+				}
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.violation("not explained after 10s: %v", missing)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
-func resourceBytes(v int64) *resource.Quantity { return resource.NewQuantity(v, resource.BinarySI) }
-func resourceCount(v int64) *resource.Quantity { return resource.NewQuantity(v, resource.DecimalSI) }
+
+func (r *randomRunner) pendingExplained(g *rGroup) bool {
+	falseWithMessage := func(conds []metav1.Condition) bool {
+		c := meta.FindStatusCondition(conds, v1alpha1.PodGroupSchedulable)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Message != ""
+	}
+	pg, err := r.c.Phalanx.SchedulingV1alpha1().PodGroups(r.ns).Get(r.ctx, g.name, metav1.GetOptions{})
+	if err == nil && falseWithMessage(pg.Status.Conditions) {
+		return true
+	}
+	if g.parent != "" {
+		cpg, err := r.c.Phalanx.SchedulingV1alpha1().CompositePodGroups(r.ns).Get(r.ctx, g.parent, metav1.GetOptions{})
+		return err == nil && falseWithMessage(cpg.Status.Conditions)
+	}
+	return false
+}
+
+// liveness waits until no pending unit of work fits the free room of the
+// seed's nodes. A gang needs minCount − bound members placed at once inside
+// one domain of its key (the domain of its bound pods, when it has some);
+// a basic group member or a plain pod needs room for one pod. Children of
+// gang composites are left out: whether minGroupCount children fit at once
+// is not checked here.
+func (r *randomRunner) liveness() {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		fits := r.fitting(r.snapshot())
+		if len(fits) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.violation("liveness: the cluster is idle but these stay pending although they fit: %v", fits)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func (r *randomRunner) fitting(s snapshot) []string {
+	var out []string
+	free := make([]*nodeRoom, 0, len(s.nodes))
+	for _, name := range sortedKeys(s.nodes) {
+		free = append(free, s.nodes[name])
+	}
+	for _, name := range sortedKeys(r.groups) {
+		g := r.groups[name]
+		cp := r.comps[g.parent]
+		if cp != nil && cp.gang {
+			continue
+		}
+		bound, pending := r.groupPods(s, name)
+		if len(pending) == 0 {
+			continue
+		}
+		need := 1
+		if g.gang {
+			if len(bound)+len(pending) < g.minCount {
+				continue // waiting for pods, explained by its condition
+			}
+			if g.minCount-len(bound) > need {
+				need = g.minCount - len(bound)
+			}
+		}
+		pinned := map[string]string{}
+		var keys []string
+		if g.key != "" {
+			keys = append(keys, g.key)
+			for _, node := range bound {
+				pinned[g.key] = s.nodes[node].labels[g.key]
+			}
+		}
+		if cp != nil && cp.key != "" {
+			keys = append(keys, cp.key)
+			for _, child := range cp.children {
+				b, _ := r.groupPods(s, child)
+				for _, node := range b {
+					pinned[cp.key] = s.nodes[node].labels[cp.key]
+				}
+			}
+		}
+		if fitsTogether(free, g.cpu, g.mem, need, keys, pinned) {
+			out = append(out, fmt.Sprintf("%s (%d bound, %d pending, %d must fit at once, pinned %v)", g, len(bound), len(pending), need, pinned))
+		}
+	}
+	for _, name := range sortedKeys(r.pods) {
+		rp := r.pods[name]
+		if p := s.pods[name]; rp.group == "" && p != nil && p.Spec.NodeName == "" && fitsTogether(free, rp.cpu, rp.mem, 1, nil, nil) {
+			out = append(out, fmt.Sprintf("plain pod %s cpu=%dm mem=%dMi", name, rp.cpu, rp.mem>>20))
+		}
+	}
+	return out
+}
+
+// fitsTogether reports whether n pods of the given requests fit at once in
+// the free room of the nodes of one domain: nodes are grouped by their
+// values of keys, and a pinned key admits only its value.
+func fitsTogether(nodes []*nodeRoom, cpu, mem int64, n int, keys []string, pinned map[string]string) bool {
+	sums := map[string]int{}
+	for _, node := range nodes {
+		domain, ok := "", true
+		for _, k := range keys {
+			v := node.labels[k]
+			if v == "" || (pinned[k] != "" && pinned[k] != v) {
+				ok = false
+				break
+			}
+			domain += v + "/"
+		}
+		if ok {
+			sums[domain] += node.slots(cpu, mem)
+		}
+	}
+	for _, s := range sums {
+		if s >= n {
+			return true
+		}
+	}
+	return false
+}
