@@ -136,13 +136,11 @@ func (c Case) nextGang() int {
 	if c.NextGang > 0 {
 		return c.NextGang
 	}
-	max := 0
+	largest := 0
 	for _, n := range c.gangSizes() {
-		if n > max {
-			max = n
-		}
+		largest = max(largest, n)
 	}
-	return max
+	return largest
 }
 
 // NodeCount is the number of nodes of the case.
