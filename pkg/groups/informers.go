@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	restclient "k8s.io/client-go/rest"
@@ -15,6 +16,7 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	phalanxinformers "github.com/phalanx-sched/phalanx/pkg/generated/informers/externalversions"
+	phalanxlisters "github.com/phalanx-sched/phalanx/pkg/generated/listers/scheduling/v1alpha1"
 )
 
 // Fed is a Cache wired to informers.
@@ -22,6 +24,10 @@ type Fed struct {
 	*Cache
 	// PriorityClasses resolves group priorities.
 	PriorityClasses schedulinglisters.PriorityClassLister
+	// PodGroups and CompositePodGroups read the group objects as the
+	// cache last saw them.
+	PodGroups          phalanxlisters.PodGroupLister
+	CompositePodGroups phalanxlisters.CompositePodGroupLister
 	// onChange subscribers run after a group object or member changed, with
 	// the leaf or composite key and whether the group object itself changed.
 	onChange []func(k Key, object bool)
@@ -69,7 +75,9 @@ func Shared(ctx context.Context, factory informers.SharedInformerFactory, cfg *r
 	if err != nil {
 		return nil, fmt.Errorf("phalanx clientset: %w", err)
 	}
-	f := &Fed{Cache: NewCache(), PriorityClasses: factory.Scheduling().V1().PriorityClasses().Lister()}
+	pf := phalanxinformers.NewSharedInformerFactory(client, 0)
+	f := &Fed{Cache: NewCache(), PriorityClasses: factory.Scheduling().V1().PriorityClasses().Lister(),
+		PodGroups: pf.Scheduling().V1alpha1().PodGroups().Lister(), CompositePodGroups: pf.Scheduling().V1alpha1().CompositePodGroups().Lister()}
 
 	podInf := factory.Core().V1().Pods().Informer()
 	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -80,19 +88,28 @@ func Shared(ctx context.Context, factory informers.SharedInformerFactory, cfg *r
 		return nil, err
 	}
 
-	pf := phalanxinformers.NewSharedInformerFactory(client, 0)
 	pgInf := pf.Scheduling().V1alpha1().PodGroups().Informer()
 	if _, err := pgInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { f.podGroupChanged(obj) },
-		UpdateFunc: func(_, obj interface{}) { f.podGroupChanged(obj) },
+		AddFunc: func(obj interface{}) { f.podGroupChanged(obj) },
+		UpdateFunc: func(old, obj interface{}) {
+			if !specChanged(old, obj) {
+				return
+			}
+			f.podGroupChanged(obj)
+		},
 		DeleteFunc: func(obj interface{}) { f.groupDeleted(obj, PodGroupKind) },
 	}); err != nil {
 		return nil, err
 	}
 	cpgInf := pf.Scheduling().V1alpha1().CompositePodGroups().Informer()
 	if _, err := cpgInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { f.compositeChanged(obj) },
-		UpdateFunc: func(_, obj interface{}) { f.compositeChanged(obj) },
+		AddFunc: func(obj interface{}) { f.compositeChanged(obj) },
+		UpdateFunc: func(old, obj interface{}) {
+			if !specChanged(old, obj) {
+				return
+			}
+			f.compositeChanged(obj)
+		},
 		DeleteFunc: func(obj interface{}) { f.groupDeleted(obj, CompositeKind) },
 	}); err != nil {
 		return nil, err
@@ -143,6 +160,17 @@ func (f *Fed) podDeleted(obj interface{}) {
 	if tracked {
 		f.notify(k, false)
 	}
+}
+
+// specChanged reports whether an update of a group object can matter to
+// scheduling. The CRDs have a status subresource, so metadata.generation
+// moves with every spec change and never with a status write; the
+// scheduler's own condition writes would otherwise drop plans, bump
+// revisions and wake held members for nothing.
+func specChanged(old, obj interface{}) bool {
+	o, ok1 := old.(metav1.Object)
+	n, ok2 := obj.(metav1.Object)
+	return !ok1 || !ok2 || o.GetGeneration() != n.GetGeneration() || o.GetUID() != n.GetUID()
 }
 
 func (f *Fed) podGroupChanged(obj interface{}) {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
@@ -27,19 +28,29 @@ import (
 // API server. A scheduling cycle never waits for it.
 type Writer struct {
 	client versioned.Interface
-	queue  workqueue.TypedRateLimitingInterface[groups.Key]
+	// fed's listers give the object to update, saving a GET per write; a
+	// conflict (the cache was behind) falls back to a GET.
+	fed     *groups.Fed
+	limiter *rate.Limiter
+	queue   workqueue.TypedRateLimitingInterface[groups.Key]
 
 	mu      sync.Mutex
 	desired map[groups.Key]map[string]metav1.Condition
 }
 
-func newWriter(ctx context.Context, client versioned.Interface) *Writer {
-	limiter := workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[groups.Key](100*time.Millisecond, 30*time.Second),
-		&workqueue.TypedBucketRateLimiter[groups.Key]{Limiter: rate.NewLimiter(rate.Limit(50), 100)},
-	)
+// settleDelay is how long a group's conditions may keep changing before
+// they are written. A gang that completes at once goes from "waiting for
+// pods" to "scheduled" within it, and only the outcome is written.
+const settleDelay = 500 * time.Millisecond
+
+func newWriter(ctx context.Context, client versioned.Interface, fed *groups.Fed) *Writer {
+	// Failed writes back off per group; every write takes a token from one
+	// bucket, so a storm of failing gangs cannot flood the API server.
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[groups.Key](100*time.Millisecond, 30*time.Second)
 	w := &Writer{
 		client:  client,
+		fed:     fed,
+		limiter: rate.NewLimiter(rate.Limit(50), 100),
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[groups.Key]{Name: "phalanx-group-status"}),
 		desired: map[groups.Key]map[string]metav1.Condition{},
 	}
@@ -76,7 +87,7 @@ func (w *Writer) Set(k groups.Key, conds ...metav1.Condition) {
 	}
 	w.mu.Unlock()
 	if changed {
-		w.queue.AddRateLimited(k)
+		w.queue.AddAfter(k, settleDelay)
 	}
 }
 
@@ -91,6 +102,10 @@ func (w *Writer) run(ctx context.Context) {
 	for {
 		k, quit := w.queue.Get()
 		if quit {
+			return
+		}
+		if w.limiter.Wait(ctx) != nil {
+			w.queue.Done(k)
 			return
 		}
 		err := w.write(ctx, k)
@@ -133,27 +148,54 @@ func (w *Writer) write(ctx context.Context, k groups.Key) error {
 	if len(want) == 0 {
 		return nil
 	}
+	err := w.writeFrom(ctx, k, want, true)
+	if apierrors.IsConflict(err) {
+		err = w.writeFrom(ctx, k, want, false)
+	}
+	return err
+}
+
+// writeFrom merges want into the group's conditions and writes them if they
+// changed, starting from the informer's copy when cached is true and the
+// cache has the object, else from a GET.
+func (w *Writer) writeFrom(ctx context.Context, k groups.Key, want []metav1.Condition, cached bool) error {
 	api := w.client.SchedulingV1alpha1()
 	switch k.Kind {
 	case groups.PodGroupKind:
-		pg, err := api.PodGroups(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		var pg *v1alpha1.PodGroup
+		if cached && w.fed != nil && w.fed.PodGroups != nil {
+			if obj, err := w.fed.PodGroups.PodGroups(k.Namespace).Get(k.Name); err == nil {
+				pg = obj.DeepCopy()
+			}
+		}
+		if pg == nil {
+			var err error
+			if pg, err = api.PodGroups(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
 		}
 		if !merge(&pg.Status.Conditions, want) {
 			return nil
 		}
-		_, err = api.PodGroups(k.Namespace).UpdateStatus(ctx, pg, metav1.UpdateOptions{})
+		_, err := api.PodGroups(k.Namespace).UpdateStatus(ctx, pg, metav1.UpdateOptions{})
 		return err
 	case groups.CompositeKind:
-		cpg, err := api.CompositePodGroups(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		var cpg *v1alpha1.CompositePodGroup
+		if cached && w.fed != nil && w.fed.CompositePodGroups != nil {
+			if obj, err := w.fed.CompositePodGroups.CompositePodGroups(k.Namespace).Get(k.Name); err == nil {
+				cpg = obj.DeepCopy()
+			}
+		}
+		if cpg == nil {
+			var err error
+			if cpg, err = api.CompositePodGroups(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
 		}
 		if !merge(&cpg.Status.Conditions, want) {
 			return nil
 		}
-		_, err = api.CompositePodGroups(k.Namespace).UpdateStatus(ctx, cpg, metav1.UpdateOptions{})
+		_, err := api.CompositePodGroups(k.Namespace).UpdateStatus(ctx, cpg, metav1.UpdateOptions{})
 		return err
 	}
 	return nil
@@ -179,7 +221,7 @@ func For(ctx context.Context, fed *groups.Fed, cfg *restclient.Config) (*Writer,
 	if err != nil {
 		return nil, fmt.Errorf("group status client: %w", err)
 	}
-	w := newWriter(ctx, client)
+	w := newWriter(ctx, client, fed)
 	writers[fed] = w
 	go func() {
 		<-ctx.Done()

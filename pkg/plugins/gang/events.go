@@ -69,11 +69,18 @@ func boundPodDeleted(_ klog.Logger, _ *corev1.Pod, oldObj, _ interface{}) (fwk.Q
 	return fwk.Queue, nil
 }
 
-func sameNamespace(_ klog.Logger, pod *corev1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
-	if u, ok := newObj.(*unstructured.Unstructured); ok {
-		return queueIf(u.GetNamespace() == pod.Namespace), nil
+// sameNamespace queues for group objects added or changed in the pod's
+// namespace. A status-only update (the generation did not move) is the
+// scheduler's own condition write and can make nothing schedulable.
+func sameNamespace(_ klog.Logger, pod *corev1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	u, ok := newObj.(*unstructured.Unstructured)
+	if !ok {
+		return fwk.Queue, nil
 	}
-	return fwk.Queue, nil
+	if o, ok := oldObj.(*unstructured.Unstructured); ok && o.GetGeneration() == u.GetGeneration() && o.GetUID() == u.GetUID() {
+		return fwk.QueueSkip, nil
+	}
+	return queueIf(u.GetNamespace() == pod.Namespace), nil
 }
 
 func queueIf(b bool) fwk.QueueingHint {

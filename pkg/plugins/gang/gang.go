@@ -154,7 +154,7 @@ func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	}
 	msg := fmt.Sprintf("%s (%s)", waitingMessage(short), short.Key)
 	pl.shared.status.Set(short.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPods, waitingMessage(short)))
-	pl.podEvent(pod, "WaitingForGang", msg)
+	pl.heldEventLater(pod)
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
 
@@ -335,6 +335,27 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 	return fwk.NewStatus(fwk.Wait, waitingMessage(short)), pl.args.permitTimeout()
 }
 
+// heldEventLater emits WaitingForGang on a member held in PreEnqueue if
+// it is still held after waitingEventDelay. Members of a gang whose pods are
+// being created arrive within milliseconds of each other; an event for each
+// early member would be an API write per pod for nothing.
+func (pl *Gang) heldEventLater(pod *corev1.Pod) {
+	if !pl.shared.events.schedule(pod.UID) {
+		return
+	}
+	time.AfterFunc(waitingEventDelay, func() {
+		pl.shared.events.scheduled(pod.UID)
+		ok, short, err := pl.groups.Quorum(pod, groups.ByExisting)
+		if ok || err != nil {
+			return
+		}
+		if _, tracked := pl.groups.GroupOf(pod.UID); !tracked {
+			return // deleted meanwhile
+		}
+		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("%s (%s)", waitingMessage(short), short.Key))
+	})
+}
+
 // waitingEventDelay is how long a member waits in Permit before the user
 // is told. Most gangs complete within milliseconds, and an event each would
 // be one more API write per gang on the scheduler's hot path.
@@ -469,9 +490,32 @@ func (pl *Gang) podEvent(pod *corev1.Pod, reason, msg string) {
 type eventDedup struct {
 	mu   sync.Mutex
 	last map[types.UID]string
+	// pending holds pods with a delayed event scheduled, so a member that
+	// PreEnqueue sees many times gets one timer.
+	pending map[types.UID]bool
 }
 
-func newEventDedup() *eventDedup { return &eventDedup{last: map[types.UID]string{}} }
+func newEventDedup() *eventDedup {
+	return &eventDedup{last: map[types.UID]string{}, pending: map[types.UID]bool{}}
+}
+
+// schedule reports whether a delayed event may be scheduled for uid now.
+func (d *eventDedup) schedule(uid types.UID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.pending[uid] {
+		return false
+	}
+	d.pending[uid] = true
+	return true
+}
+
+// scheduled clears uid's pending delayed event.
+func (d *eventDedup) scheduled(uid types.UID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.pending, uid)
+}
 
 func (d *eventDedup) first(uid types.UID, msg string) bool {
 	d.mu.Lock()

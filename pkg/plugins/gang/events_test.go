@@ -1,0 +1,45 @@
+package gang
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// TestGroupObjectHint: the scheduler's own status writes on PodGroups must
+// not requeue members (every write would otherwise wake every held member
+// of the namespace); spec changes and new groups in the namespace must.
+func TestGroupObjectHint(t *testing.T) {
+	obj := func(ns string, gen int64, uid string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetNamespace(ns)
+		u.SetName("g")
+		u.SetGeneration(gen)
+		u.SetUID(types.UID(uid))
+		return u
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	cases := []struct {
+		name     string
+		old, new interface{}
+		want     fwk.QueueingHint
+	}{
+		{"a group added in the namespace", nil, obj("ns", 1, "a"), fwk.Queue},
+		{"a group added elsewhere", nil, obj("other", 1, "a"), fwk.QueueSkip},
+		{"a spec change", obj("ns", 1, "a"), obj("ns", 2, "a"), fwk.Queue},
+		{"a status-only write", obj("ns", 2, "a"), obj("ns", 2, "a"), fwk.QueueSkip},
+		{"a re-created group", obj("ns", 1, "a"), obj("ns", 1, "b"), fwk.Queue},
+	}
+	for _, tc := range cases {
+		got, err := sameNamespace(klog.Background(), pod, tc.old, tc.new)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, tc.name)
+	}
+}
