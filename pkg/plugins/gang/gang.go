@@ -362,9 +362,13 @@ func (pl *Gang) heldEventLater(pod *corev1.Pod) {
 const waitingEventDelay = time.Second
 
 // eventIfStillWaiting emits WaitingForGang on pod if it still waits in
-// Permit after waitingEventDelay, with the shortfall at that moment.
+// Permit after waitingEventDelay (a tenth of the Permit timeout if that is
+// shorter), with the shortfall at that moment.
 func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod) {
-	time.AfterFunc(waitingEventDelay, func() {
+	// A short Permit timeout gets a proportionally short delay, so the
+	// event still comes well before the members are released.
+	delay := min(waitingEventDelay, pl.args.permitTimeout()/10)
+	time.AfterFunc(delay, func() {
 		if pl.handle.GetWaitingPod(pod.UID) == nil {
 			return
 		}
@@ -435,9 +439,11 @@ func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Po
 func (pl *Gang) groupChanged(k groups.Key, object bool) {
 	if _, ok := pl.groups.Get(k); !ok {
 		pl.shared.status.Forget(k)
-		if object {
-			pl.activate(k)
-		}
+		// Members of a missing group are held with "not found". A member
+		// that PreEnqueue saw before this cache did may have been held for
+		// a different reason, so members are re-evaluated on their own
+		// changes too, not only on the group's.
+		pl.activate(k)
 		return
 	}
 	root, ok := pl.groups.RootOf(k)
@@ -455,6 +461,17 @@ func (pl *Gang) groupChanged(k groups.Key, object bool) {
 	keys := []groups.Key{k}
 	if root != k {
 		keys = append(keys, root)
+	}
+	if !complete {
+		// PreEnqueue may have run before this cache saw the member that
+		// triggered it (the informers' handlers run in no set order), so
+		// the waiting count is refreshed from here too.
+		for _, key := range keys {
+			if sat, have, need := pl.groups.Satisfied(key, groups.ByExisting); !sat && have > 0 {
+				short := groups.Shortfall{Key: key, Leaf: key.Kind != groups.CompositeKind, Have: have, Need: need}
+				pl.shared.status.Set(key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPods, waitingMessage(short)))
+			}
+		}
 	}
 	for _, key := range keys {
 		if sat, have, _ := pl.groups.Satisfied(key, groups.ByBound); sat && have > 0 {
