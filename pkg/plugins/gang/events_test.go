@@ -2,6 +2,7 @@ package gang
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
 // TestGroupObjectHint: the scheduler's own status writes on PodGroups must
@@ -42,4 +45,22 @@ func TestGroupObjectHint(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, got, tc.name)
 	}
+}
+
+func TestEventDedup(t *testing.T) {
+	d := newEventDedup()
+	assert.True(t, d.first("a", "m1"))
+	assert.False(t, d.first("a", "m1"), "the same note twice on one pod is one event")
+	assert.True(t, d.first("a", "m2"))
+
+	assert.True(t, d.schedule("a"))
+	assert.False(t, d.schedule("a"), "one pending timer per pod")
+	d.scheduled("a")
+	assert.True(t, d.schedule("a"))
+
+	k := groups.Key{Kind: groups.PodGroupKind, Namespace: "ns", Name: "g"}
+	assert.True(t, d.groupTurn(k, time.Hour))
+	assert.False(t, d.groupTurn(k, time.Hour), "one held event per group and interval")
+	assert.True(t, d.groupTurn(groups.Key{Kind: groups.PodGroupKind, Namespace: "ns", Name: "other"}, time.Hour))
+	assert.True(t, d.groupTurn(k, 0), "after the interval the group may have another")
 }

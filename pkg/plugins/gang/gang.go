@@ -352,9 +352,19 @@ func (pl *Gang) heldEventLater(pod *corev1.Pod) {
 		if _, tracked := pl.groups.GroupOf(pod.UID); !tracked {
 			return // deleted meanwhile
 		}
+		// A 1,000-pod gang being created would otherwise get an event
+		// per early member. A group object's own condition has the
+		// current count, so one member per interval tells the story;
+		// label gangs have no object, and each member gets its event.
+		if short.Key.Kind != groups.LabelKind && !pl.shared.events.groupTurn(short.Key, heldEventInterval) {
+			return
+		}
 		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("%s (%s)", waitingMessage(short), short.Key))
 	})
 }
+
+// heldEventInterval spaces the WaitingForGang events of one held group.
+const heldEventInterval = 10 * time.Second
 
 // waitingEventDelay is how long a member waits in Permit before the user
 // is told. Most gangs complete within milliseconds, and an event each would
@@ -510,10 +520,28 @@ type eventDedup struct {
 	// pending holds pods with a delayed event scheduled, so a member that
 	// PreEnqueue sees many times gets one timer.
 	pending map[types.UID]bool
+	// groupLast is when a group last had a held-member event.
+	groupLast map[groups.Key]time.Time
+}
+
+// groupTurn reports whether group k may have another event now, at most
+// one per interval, and records it.
+func (d *eventDedup) groupTurn(k groups.Key, interval time.Duration) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	if last, ok := d.groupLast[k]; ok && now.Sub(last) < interval {
+		return false
+	}
+	if len(d.groupLast) > 100000 {
+		clear(d.groupLast)
+	}
+	d.groupLast[k] = now
+	return true
 }
 
 func newEventDedup() *eventDedup {
-	return &eventDedup{last: map[types.UID]string{}, pending: map[types.UID]bool{}}
+	return &eventDedup{last: map[types.UID]string{}, pending: map[types.UID]bool{}, groupLast: map[groups.Key]time.Time{}}
 }
 
 // schedule reports whether a delayed event may be scheduled for uid now.
