@@ -53,13 +53,14 @@ var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-
 //     bound, and took the rest of its disruptionMode-all unit with it;
 //   - no pod stays assumed (waiting in Permit or binding) in the scheduler's
 //     cache or in Phalanx's group cache beyond the Permit timeout;
-//   - every pending PodGroup (or its composite) has a Schedulable=False
-//     condition saying why; pending label gangs and plain pods have events.
-//
-// When a seed's actions are done and the cluster is idle, it checks
-// liveness: no pending gang, basic group or plain pod whose next step
-// (minCount − bound members of a gang, one pod otherwise) fits the free
-// room of one domain (the domain of its bound pods, if any) stays pending.
+//   - every pending PodGroup (or its composite) has a current
+//     Schedulable=False condition saying why (not a stale "waiting for
+//     pods" once the pods exist); pending label gangs and plain pods have
+//     events;
+//   - liveness: while the runner waits, no pending gang, basic group or
+//     plain pod whose next step (minCount − bound members of a gang, one
+//     pod otherwise) fits the free room of one domain (the domain of its
+//     bound pods, if any) stays pending.
 //
 // Seeds are printed; PHALANX_RANDOM_SEEDS sets how many run (make test runs
 // 20, make soak 200), PHALANX_RANDOM_SEED replays one.
@@ -153,10 +154,10 @@ type randomRunner struct {
 	comps     map[string]*rComposite
 	pods      map[string]*rPod
 	prevBound map[string]string // pod -> node at the last check
-	assumed   map[string]time.Time
 	log       []string
 	found     int
 	evicted   int
+	reported  map[string]bool
 }
 
 func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) int {
@@ -165,7 +166,7 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) int {
 		t: t, c: c, ctx: context.Background(), rng: rand.New(rand.NewSource(seed)),
 		ns: namespace(t, c), prefix: fmt.Sprintf("s%d", seed),
 		racks: map[int]int{}, nodes: map[string]bool{}, groups: map[string]*rGroup{},
-		comps: map[string]*rComposite{}, pods: map[string]*rPod{}, prevBound: map[string]string{}, assumed: map[string]time.Time{},
+		comps: map[string]*rComposite{}, pods: map[string]*rPod{}, prevBound: map[string]string{}, reported: map[string]bool{},
 	}
 	t.Cleanup(r.cleanup)
 	r.zones = 1 + r.rng.Intn(2)
@@ -211,8 +212,8 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) int {
 		}
 		r.quiesce()
 		r.check()
+		r.liveness()
 	}
-	r.liveness()
 	r.check()
 	final := r.snapshot()
 	bound := 0
@@ -237,8 +238,13 @@ func (r *randomRunner) logf(format string, args ...interface{}) {
 // shows everything it found.
 func (r *randomRunner) violation(format string, args ...interface{}) {
 	r.t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if r.reported[msg] {
+		return // still broken at a later check: reported once
+	}
+	r.reported[msg] = true
 	r.found++
-	r.t.Errorf("VIOLATION (replay with PHALANX_RANDOM_SEED=%s): %s", strings.TrimPrefix(r.prefix, "s"), fmt.Sprintf(format, args...))
+	r.t.Errorf("VIOLATION (replay with PHALANX_RANDOM_SEED=%s): %s", strings.TrimPrefix(r.prefix, "s"), msg)
 }
 
 func (r *randomRunner) cleanup() {
@@ -844,7 +850,7 @@ func (r *randomRunner) check() {
 			needEvents[name] = []string{"FailedScheduling"}
 		}
 	}
-	r.explained(needConditions, needEvents)
+	r.explained(s, needConditions, needEvents)
 
 	r.prevBound = map[string]string{}
 	for name, p := range s.pods {
@@ -858,15 +864,15 @@ func (r *randomRunner) check() {
 // a Schedulable=False condition with a message on every pending group or
 // one of its ancestors, and for an event of one of the given reasons on
 // every listed pod.
-func (r *randomRunner) explained(conds map[string]*rGroup, events map[string][]string) {
+func (r *randomRunner) explained(s snapshot, conds map[string]*rGroup, events map[string][]string) {
 	r.t.Helper()
 	missing := []string{}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		missing = missing[:0]
 		for _, name := range sortedKeys(conds) {
-			if !r.pendingExplained(conds[name]) {
-				missing = append(missing, "a Schedulable=False condition on PodGroup "+name)
+			if ok, found := r.pendingExplained(s, conds[name]); !ok {
+				missing = append(missing, fmt.Sprintf("a current Schedulable=False condition on PodGroup %s (found %s)", name, found))
 			}
 		}
 		if len(events) > 0 {
@@ -900,20 +906,54 @@ func (r *randomRunner) explained(conds map[string]*rGroup, events map[string][]s
 	}
 }
 
-func (r *randomRunner) pendingExplained(g *rGroup) bool {
-	falseWithMessage := func(conds []metav1.Condition) bool {
+// pendingExplained reports whether the group, or its composite, has a
+// current Schedulable=False condition with a message. "Waiting for pods"
+// is stale once the group has its minimum of members (for a composite: once
+// enough children have theirs), and then explains nothing.
+func (r *randomRunner) pendingExplained(s snapshot, g *rGroup) (bool, string) {
+	var found []string
+	explains := func(kind, name string, conds []metav1.Condition, complete bool) bool {
 		c := meta.FindStatusCondition(conds, v1alpha1.PodGroupSchedulable)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Message != ""
+		if c == nil {
+			found = append(found, kind+" "+name+": none")
+			return false
+		}
+		found = append(found, fmt.Sprintf("%s %s: %s %s %q", kind, name, c.Status, c.Reason, c.Message))
+		return c.Status == metav1.ConditionFalse && c.Message != "" &&
+			!(c.Reason == v1alpha1.ReasonWaitingForPods && complete)
 	}
 	pg, err := r.c.Phalanx.SchedulingV1alpha1().PodGroups(r.ns).Get(r.ctx, g.name, metav1.GetOptions{})
-	if err == nil && falseWithMessage(pg.Status.Conditions) {
-		return true
+	if err == nil && explains("PodGroup", g.name, pg.Status.Conditions, r.complete(s, g)) {
+		return true, ""
 	}
-	if g.parent != "" {
-		cpg, err := r.c.Phalanx.SchedulingV1alpha1().CompositePodGroups(r.ns).Get(r.ctx, g.parent, metav1.GetOptions{})
-		return err == nil && falseWithMessage(cpg.Status.Conditions)
+	cp := r.comps[g.parent]
+	if cp == nil {
+		return false, strings.Join(found, "; ")
 	}
-	return false
+	complete := 0
+	for _, child := range cp.children {
+		if r.complete(s, r.groups[child]) {
+			complete++
+		}
+	}
+	need := 1
+	if cp.gang {
+		need = cp.minGroupCount
+	}
+	cpg, err := r.c.Phalanx.SchedulingV1alpha1().CompositePodGroups(r.ns).Get(r.ctx, g.parent, metav1.GetOptions{})
+	if err == nil && explains("CompositePodGroup", g.parent, cpg.Status.Conditions, complete >= need) {
+		return true, ""
+	}
+	return false, strings.Join(found, "; ")
+}
+
+// complete reports whether group g has its minimum of existing members.
+func (r *randomRunner) complete(s snapshot, g *rGroup) bool {
+	bound, pending := r.groupPods(s, g.name)
+	if g.gang {
+		return len(bound)+len(pending) >= g.minCount
+	}
+	return len(bound)+len(pending) > 0
 }
 
 // liveness waits until no pending unit of work fits the free room of the

@@ -576,3 +576,29 @@ func TestBadInputIsExplainedAndIsolated(t *testing.T) {
 func priorityClass(name string, value int32) *schedulingv1.PriorityClass {
 	return &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
 }
+
+// TestGroupMembersArrivingAfterQuorumAllBind: members of a group that
+// already has quorum (every member of a basic group, a gang's members
+// beyond minCount), created one at a time on ample room in an otherwise
+// quiet cluster, each bind promptly. The scheduler's queue and Phalanx's
+// group cache watch pods through separate handlers, so such a member can
+// reach the planner before the cache knows it; it must not be left out of
+// the plan and parked until some unrelated event.
+func TestGroupMembersArrivingAfterQuorumAllBind(t *testing.T) {
+	c := startCluster(t, sandbox.Options{Scheduler: true})
+	addNodes(t, c, "n", 4, "32", 0)
+	ns := namespace(t, c)
+	createPodGroup(t, c, ns, &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "basic"},
+		Spec: v1alpha1.PodGroupSpec{SchedulingPolicy: v1alpha1.PodGroupSchedulingPolicy{Basic: &v1alpha1.BasicSchedulingPolicy{}}}})
+	createPodGroup(t, c, ns, gangPG("gang", 1))
+	for i := 0; i < 20; i++ {
+		for _, g := range []string{"basic", "gang"} {
+			name := fmt.Sprintf("%s-%d", g, i)
+			createPods(t, c, ns, member{name: name, labels: inGroup(g), cpu: "100m"})
+			eventually(t, 15*time.Second, name+" bound", func() (bool, error) {
+				_, ok := boundPods(t, c, ns)[name]
+				return ok, nil
+			})
+		}
+	}
+}

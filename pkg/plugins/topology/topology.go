@@ -184,6 +184,7 @@ func (t *Topology) PreFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	t.ensureMember(pod)
 	key := PodKey(pod)
 	p := t.usablePlan(root, key)
 	if p == nil {
