@@ -579,11 +579,13 @@ func priorityClass(name string, value int32) *schedulingv1.PriorityClass {
 
 // TestGroupMembersArrivingAfterQuorumAllBind: members of a group that
 // already has quorum (every member of a basic group, a gang's members
-// beyond minCount), created one at a time on ample room in an otherwise
-// quiet cluster, each bind promptly. The scheduler's queue and Phalanx's
+// beyond minCount) or whose hierarchy already has it (a new child gang of a
+// composite whose minGroupCount is met), created one at a time on ample
+// room in an otherwise quiet cluster, each bind promptly. The scheduler's queue and Phalanx's
 // group cache watch pods through separate handlers, so such a member can
-// reach the planner before the cache knows it; it must not be left out of
-// the plan and parked until some unrelated event.
+// reach PreEnqueue or the planner before the cache knows it; it must not be
+// held for itself, left out of the plan, or parked until some unrelated
+// event.
 func TestGroupMembersArrivingAfterQuorumAllBind(t *testing.T) {
 	c := startCluster(t, sandbox.Options{Scheduler: true})
 	addNodes(t, c, "n", 4, "32", 0)
@@ -591,8 +593,15 @@ func TestGroupMembersArrivingAfterQuorumAllBind(t *testing.T) {
 	createPodGroup(t, c, ns, &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "basic"},
 		Spec: v1alpha1.PodGroupSpec{SchedulingPolicy: v1alpha1.PodGroupSchedulingPolicy{Basic: &v1alpha1.BasicSchedulingPolicy{}}}})
 	createPodGroup(t, c, ns, gangPG("gang", 1))
+	// A gang composite whose minGroupCount its first child already meets:
+	// every later child gang is complete with its first pod.
+	_, err := c.Phalanx.SchedulingV1alpha1().CompositePodGroups(ns).Create(context.Background(), composite("tree", 1), metav1.CreateOptions{})
+	require.NoError(t, err)
 	for i := 0; i < 20; i++ {
-		for _, g := range []string{"basic", "gang"} {
+		kid := gangPG(fmt.Sprintf("kid%d", i), 1)
+		kid.Spec.ParentCompositePodGroupName = ptr.To("tree")
+		createPodGroup(t, c, ns, kid)
+		for _, g := range []string{"basic", "gang", kid.Name} {
 			name := fmt.Sprintf("%s-%d", g, i)
 			createPods(t, c, ns, member{name: name, labels: inGroup(g), cpu: "100m"})
 			eventually(t, 15*time.Second, name+" bound", func() (bool, error) {

@@ -143,6 +143,9 @@ func waitingMessage(s groups.Shortfall) string {
 // PreEnqueue keeps a gang out of the active queue until enough members
 // exist to possibly reach quorum, so an incomplete gang costs no cycle.
 func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
+	// The queue may hand the pod over before the group cache has added it:
+	// count it now rather than hold it for a member it does not know.
+	pl.groups.EnsurePod(pod, pl.handle.SharedInformerFactory().Core().V1().Pods().Lister())
 	ok, short, err := pl.groups.Quorum(pod, groups.ByExisting)
 	if err != nil {
 		pl.podEvent(pod, "GroupInvalid", err.Error())
@@ -461,9 +464,17 @@ func (pl *Gang) groupChanged(k groups.Key, object bool) {
 		root = k
 	}
 	complete, _, _ := pl.groups.Satisfied(root, groups.ByExisting)
+	// The group itself may become complete while its root already was (a
+	// child gang of a composite whose minGroupCount other children meet):
+	// its held members must be activated then too.
+	own := complete
+	if root != k {
+		own, _, _ = pl.groups.Satisfied(k, groups.ByExisting)
+	}
 	pl.shared.mu.Lock()
-	became := complete && !pl.shared.complete[root]
+	became := (complete && !pl.shared.complete[root]) || (own && !pl.shared.complete[k])
 	pl.shared.complete[root] = complete
+	pl.shared.complete[k] = own
 	pl.shared.mu.Unlock()
 	if became || object {
 		pl.activate(k)
