@@ -179,7 +179,7 @@ func (t *Topology) rootOf(pod *corev1.Pod) (groups.Key, bool) {
 
 // PreFilter narrows a member to its planned node, planning the group first
 // when needed.
-func (t *Topology) PreFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	root, ok := t.rootOf(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -194,8 +194,10 @@ func (t *Topology) PreFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.
 		}
 	}
 	if p.infeasible != nil {
+		writeDomains(state, t.pinnedDomains(root))
 		return nil, fwk.NewStatus(fwk.Unschedulable, p.infeasible.Reason)
 	}
+	writeDomains(state, p.domains)
 	node, ok := p.assignments[key]
 	if !ok {
 		msg := fmt.Sprintf("no room for member %s in its group's domain: %d members placed by the plan", pod.Name, len(p.assignments))
@@ -369,23 +371,29 @@ func (t *Topology) reportInfeasible(tree *groups.Tree, inf *placement.Infeasible
 	}
 }
 
-// Filter keeps a member inside its group's planned domains: defence in
-// depth for members scheduled while their plan changed.
-func (t *Topology) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+// Filter keeps a member inside its group's domains, as PreFilter found them
+// (see domainStateKey), else as the stored plan has them: defence in depth
+// for members scheduled while their plan changed, and the guard that keeps
+// pod-level preemption inside the group's domain.
+func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	ch, grouped, err := t.groups.ChainOf(pod)
 	if !grouped || err != nil {
 		return nil
 	}
-	t.mu.Lock()
-	p := t.plans[ch.Root().Key]
-	t.mu.Unlock()
-	if p == nil || p.infeasible != nil {
-		return nil
+	domains := readDomains(state)
+	if domains == nil {
+		t.mu.Lock()
+		p := t.plans[ch.Root().Key]
+		t.mu.Unlock()
+		if p == nil || p.infeasible != nil {
+			return nil
+		}
+		domains = p.domains
 	}
 	labels := ni.Node().Labels
 	for _, g := range ch {
 		name := g.Key.String()
-		domain, ok := p.domains[name]
+		domain, ok := domains[name]
 		if !ok || g.TopologyKey == "" {
 			continue
 		}

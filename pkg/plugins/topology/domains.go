@@ -1,0 +1,85 @@
+package topology
+
+import (
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+)
+
+// domainStateKey holds, in a member's CycleState, the topology domains
+// PreFilter found its groups confined to. Filter reads them from there, not
+// from the stored plan: PostFilter drops the plan of a member that failed,
+// and pod-level preemption (DefaultPreemption, which serves basic groups)
+// runs Filter after that, in its dry runs. Without the domains it would
+// evict victims on nodes outside the group's domain, where the member can
+// never go, and the member's nomination there would hold that room from
+// every lower-priority pod for good.
+const domainStateKey fwk.StateKey = Name + "/domains"
+
+// domainState maps group key strings to the domain value of their
+// topology key. It is never modified after it is written.
+type domainState struct {
+	domains map[string]string
+}
+
+// Clone shares the map: it is read-only.
+func (d *domainState) Clone() fwk.StateData { return d }
+
+func writeDomains(state fwk.CycleState, domains map[string]string) {
+	if state != nil && len(domains) > 0 {
+		state.Write(domainStateKey, &domainState{domains: domains})
+	}
+}
+
+func readDomains(state fwk.CycleState) map[string]string {
+	if state == nil {
+		return nil
+	}
+	d, err := state.Read(domainStateKey)
+	if err != nil {
+		return nil
+	}
+	return d.(*domainState).domains
+}
+
+// pinnedDomains returns, for every group of root's hierarchy that has a
+// topology key, the domain its assumed or bound members already occupy.
+// It walks the hierarchy, so PreFilter calls it only when there is no
+// feasible plan to take the domains from.
+func (t *Topology) pinnedDomains(root groups.Key) map[string]string {
+	tree, err := t.groups.TreeOf(root)
+	if err != nil {
+		return nil
+	}
+	nodes := t.handle.SnapshotSharedLister().NodeInfos()
+	out := map[string]string{}
+	// walk returns the node of some placed member under tr, "" if none.
+	var walk func(tr *groups.Tree) string
+	walk = func(tr *groups.Tree) string {
+		placed := ""
+		for _, m := range tr.Members {
+			if placed != "" || (m.State != groups.Assumed && m.State != groups.Bound) {
+				continue
+			}
+			placed = m.Node
+			if placed == "" {
+				placed = m.Pod.Spec.NodeName
+			}
+		}
+		for _, ch := range tr.Children {
+			if n := walk(ch); placed == "" {
+				placed = n
+			}
+		}
+		if tr.TopologyKey != "" && placed != "" {
+			if ni, err := nodes.Get(placed); err == nil && ni.Node() != nil {
+				if v, ok := ni.Node().Labels[tr.TopologyKey]; ok {
+					out[tr.Key.String()] = v
+				}
+			}
+		}
+		return placed
+	}
+	walk(tree)
+	return out
+}

@@ -1,0 +1,56 @@
+package integration
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/sandbox"
+)
+
+// TestPodLevelPreemptionStaysInTheGroupsDomain: a basic group's member is
+// preempted for by pod-level DefaultPreemption. Its group already runs in
+// rack 0, which is full; rack 1 holds a cheaper victim (lower priority).
+// The victim must be chosen in rack 0, where the member may go: evicting in
+// rack 1 would kill a pod for nothing and leave the member nominated, for
+// good, to a node it can never use (found by the randomized runner, seed
+// 15325: lower-priority pods then stayed pending beside free room).
+func TestPodLevelPreemptionStaysInTheGroupsDomain(t *testing.T) {
+	c := preemptionCluster(t, nil)
+	ctx := context.Background()
+	_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "lowest"}, Value: 1}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	rackNodes(t, c, "n", 2, 1, "4", nil)
+	ns := namespace(t, c)
+	for _, f := range []struct{ name, node, cpu, class string }{
+		{"rack0-victim", "n-r0-n0", "2", "low"},
+		{"rack1-victim", "n-r1-n0", "3", "lowest"},
+	} {
+		p := pinnedFiller(f.name, f.node, f.cpu)
+		p.Spec.PriorityClassName = f.class
+		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	waitBound(t, c, ns, "rack", 2)
+
+	createPodGroup(t, c, ns, &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: v1alpha1.PodGroupSpec{
+		SchedulingPolicy:      v1alpha1.PodGroupSchedulingPolicy{Basic: &v1alpha1.BasicSchedulingPolicy{}},
+		SchedulingConstraints: &v1alpha1.PodGroupSchedulingConstraints{Topology: topo(sandbox.RackLabel)},
+		PriorityClassName:     "high",
+	}})
+	// Only rack 0 has room for the first member.
+	createPods(t, c, ns, member{name: "b-0", labels: inGroup("b"), cpu: "2", priorityClass: "high"})
+	waitBound(t, c, ns, "b-", 1)
+	require.Equal(t, map[string]int{"n-rack-0": 1}, domainsOf(t, c, ns, "b-", sandbox.RackLabel))
+
+	createPods(t, c, ns, member{name: "b-1", labels: inGroup("b"), cpu: "2", priorityClass: "high"})
+	waitBound(t, c, ns, "b-", 2)
+	assert.Equal(t, map[string]int{"n-rack-0": 2}, domainsOf(t, c, ns, "b-", sandbox.RackLabel))
+	assert.Equal(t, []string{"rack1-victim"}, podNames(t, c, ns, "rack"), "only the victim in the group's rack was evicted")
+}
