@@ -319,8 +319,11 @@ func TestBasicPolicyPlacesWhatFits(t *testing.T) {
 // never comes are all released after the Permit timeout, and the capacity
 // they held goes to the next pod.
 func TestPermitTimeoutReleasesEverything(t *testing.T) {
-	cfg := strings.Replace(string(config.SecondScheduler), "permitWaitingTimeSeconds: 60", "permitWaitingTimeSeconds: 2", 1)
-	require.Contains(t, cfg, "permitWaitingTimeSeconds: 2")
+	// Long enough that the plain pod below is tried while the gang still
+	// holds the nodes, even on a loaded machine: the WaitingForGang event
+	// comes a tenth of the timeout into the wait.
+	cfg := strings.Replace(string(config.SecondScheduler), "permitWaitingTimeSeconds: 60", "permitWaitingTimeSeconds: 6", 1)
+	require.Contains(t, cfg, "permitWaitingTimeSeconds: 6")
 	c := startCluster(t, sandbox.Options{Scheduler: true, SchedulerConfig: []byte(cfg)})
 	addNodes(t, c, "n", 4, "4", 0)
 	ns := namespace(t, c)
