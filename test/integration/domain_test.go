@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -53,4 +55,44 @@ func TestPodLevelPreemptionStaysInTheGroupsDomain(t *testing.T) {
 	waitBound(t, c, ns, "b-", 2)
 	assert.Equal(t, map[string]int{"n-rack-0": 2}, domainsOf(t, c, ns, "b-", sandbox.RackLabel))
 	assert.Equal(t, []string{"rack1-victim"}, podNames(t, c, ns, "rack"), "only the victim in the group's rack was evicted")
+}
+
+// TestPodLevelPreemptionEvictsAllModeUnitsWhole: a plain high-priority pod
+// preempts (pod-level DefaultPreemption serves plain pods and basic-group
+// members) on a cluster whose only lower-priority pods form a
+// disruptionMode-all gang spread over both nodes. SPEC: an all-mode group
+// is evicted entirely or not at all. KNOWN BUG, skipped unless
+// PHALANX_KNOWN_BUGS=1: DefaultPreemption knows nothing of groups and
+// evicts the one member on the node it picks, leaving the gang split
+// (found by the randomized runner, seed 15325 with the domain fix).
+func TestPodLevelPreemptionEvictsAllModeUnitsWhole(t *testing.T) {
+	if os.Getenv("PHALANX_KNOWN_BUGS") == "" {
+		t.Skip("known bug: pod-level DefaultPreemption splits disruptionMode-all units; set PHALANX_KNOWN_BUGS=1 to run")
+	}
+	c := preemptionCluster(t, nil)
+	ctx := context.Background()
+	rackNodes(t, c, "n", 1, 2, "4", nil)
+	ns := namespace(t, c)
+	// High-priority fillers leave 2 cpu on each node, so the gang's two
+	// members land on different nodes.
+	for i := 0; i < 2; i++ {
+		p := pinnedFiller(fmt.Sprintf("filler-%d", i), fmt.Sprintf("n-r0-n%d", i), "2")
+		p.Spec.PriorityClassName = "high"
+		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	waitBound(t, c, ns, "filler-", 2)
+	pg := gangPG("unit", 2)
+	pg.Spec.PriorityClassName = "low"
+	pg.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
+	createPodGroup(t, c, ns, pg)
+	createPods(t, c, ns,
+		member{name: "unit-0", labels: inGroup("unit"), cpu: "2", priorityClass: "low"},
+		member{name: "unit-1", labels: inGroup("unit"), cpu: "2", priorityClass: "low"})
+	waitBound(t, c, ns, "unit-", 2)
+
+	createPods(t, c, ns, member{name: "urgent", cpu: "2", priorityClass: "high"})
+	waitBound(t, c, ns, "urgent", 1)
+	left := podNames(t, c, ns, "unit-")
+	assert.True(t, len(left) == 0 || len(left) == 2, "the all-mode gang was split by preemption: %v left", left)
 }
