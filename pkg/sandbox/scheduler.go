@@ -57,6 +57,25 @@ func (s *Scheduler) WaitingPods() []string {
 	return out
 }
 
+// NominatedPods returns, by node, the namespace/name of the pods the
+// scheduler holds nominated there (room promised to them, in memory and in
+// status.nominatedNodeName), in any profile, sorted.
+func (s *Scheduler) NominatedPods(nodes []string) map[string][]string {
+	out := map[string][]string{}
+	for _, prof := range s.sched.Profiles {
+		for _, node := range nodes {
+			for _, pi := range prof.NominatedPodsForNode(node) {
+				out[node] = append(out[node], pi.GetPod().Namespace+"/"+pi.GetPod().Name)
+			}
+		}
+		break // all profiles share one nominator
+	}
+	for _, pods := range out {
+		sort.Strings(pods)
+	}
+	return out
+}
+
 // InformerFactory is the scheduler's shared informer factory, the key under
 // which its plugins share state (e.g. groups.Shared).
 func (s *Scheduler) InformerFactory() informers.SharedInformerFactory { return s.informer }

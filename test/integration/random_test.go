@@ -227,9 +227,9 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations, kn
 			bound++
 		}
 	}
-	t.Logf("%d actions, %d pods evicted by preemption, %d bound and %d pending at the end, %d violations",
-		actions, r.evicted, bound, len(final.pods)-bound, r.found)
-	if r.found > 0 {
+	t.Logf("%d actions, %d pods evicted by preemption, %d bound and %d pending at the end, %d violations, %d known-issue findings",
+		actions, r.evicted, bound, len(final.pods)-bound, r.found, r.known)
+	if r.found+r.known > 0 {
 		t.Logf("actions of seed %d:\n  %s", seed, strings.Join(r.log, "\n  "))
 	}
 	return r.found, r.known
@@ -1028,7 +1028,11 @@ func (r *randomRunner) liveness() {
 			return
 		}
 		if time.Now().After(deadline) {
-			r.violation("liveness: the cluster is idle but these stay pending although they fit: %v", fits)
+			nominated := map[string][]string{}
+			if s := r.c.Scheduler(); s != nil {
+				nominated = s.NominatedPods(sortedKeys(r.nodes))
+			}
+			r.violation("liveness: the cluster is idle but these stay pending although they fit: %v (nominations held by the scheduler: %v)", fits, nominated)
 			return
 		}
 		time.Sleep(250 * time.Millisecond)

@@ -155,6 +155,15 @@ func (p *Preemption) PostFilter(ctx context.Context, _ fwk.CycleState, pod *core
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("search victims for %s: %w", root.Key, err))
 	}
+	if len(result.Victims) == 0 {
+		// The whole group fits without evicting anyone: this member failed
+		// for another reason (a stale plan, another plugin's Filter), which
+		// preemption cannot fix. Nominating the search's plan here would
+		// leave promises the planner does not know of, and a member
+		// nominated beside its siblings' planned nodes makes their Filter
+		// fail, attempt after attempt (randomized runner, seed 62896).
+		return nil, fwk.NewStatus(fwk.Unschedulable, "preemption would evict nothing: the whole group fits without it")
+	}
 
 	chosen := make([]*corev1.Pod, 0, len(result.Victims))
 	for _, k := range result.Victims {

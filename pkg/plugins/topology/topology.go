@@ -306,6 +306,10 @@ func (t *Topology) nominate(logger klog.Logger, tree *groups.Tree, assignments m
 			}
 			node, ok := assignments[PodKey(m.Pod)]
 			if !ok {
+				// Left out of this plan: a nomination it still holds (an
+				// older plan's, a preemption's) would count against its
+				// placed siblings in the framework's Filter.
+				t.handle.DeleteNominatedPodIfExists(m.Pod)
 				continue
 			}
 			pi, err := framework.NewPodInfo(m.Pod)
