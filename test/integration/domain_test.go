@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
@@ -95,4 +97,44 @@ func TestPodLevelPreemptionEvictsAllModeUnitsWhole(t *testing.T) {
 	waitBound(t, c, ns, "urgent", 1)
 	left := podNames(t, c, ns, "unit-")
 	assert.True(t, len(left) == 0 || len(left) == 2, "the all-mode gang was split by preemption: %v left", left)
+}
+
+// TestCompositePreemptionNeedsItsBasicChildPlaced: a high-priority gang
+// composite (minGroupCount 2) over a gang child that fits once a
+// low-priority pod is evicted, and a basic child whose pod fits nowhere.
+// The group cache (Permit) counts a basic child as satisfied only with a pod
+// placed; the planner behind preemption (pkg/placement: "Basic groups need
+// nothing") with none. So preemption evicts the low-priority pod for a
+// hierarchy that Permit never lets bind. KNOWN BUG, skipped unless
+// PHALANX_KNOWN_BUGS=1 (found by the randomized runner, seed 47467).
+// Expected: no eviction unless the composite then binds.
+func TestCompositePreemptionNeedsItsBasicChildPlaced(t *testing.T) {
+	if os.Getenv("PHALANX_KNOWN_BUGS") == "" {
+		t.Skip("known bug: planner and group cache disagree on whether a basic child with no pod placed satisfies a gang composite; set PHALANX_KNOWN_BUGS=1 to run")
+	}
+	c := preemptionCluster(t, nil)
+	addNodes(t, c, "n", 1, "4", 0)
+	ctx := context.Background()
+	ns := namespace(t, c)
+	createPods(t, c, ns, member{name: "victim", cpu: "4", priorityClass: "low"})
+	waitBound(t, c, ns, "victim", 1)
+	pair := composite("pair", 2)
+	pair.Spec.PriorityClassName = "high"
+	_, err := c.Phalanx.SchedulingV1alpha1().CompositePodGroups(ns).Create(ctx, pair, metav1.CreateOptions{})
+	require.NoError(t, err)
+	fits := gangPG("fits", 1)
+	fits.Spec.ParentCompositePodGroupName = ptr.To("pair")
+	createPodGroup(t, c, ns, fits)
+	createPodGroup(t, c, ns, &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "huge"}, Spec: v1alpha1.PodGroupSpec{
+		SchedulingPolicy:            v1alpha1.PodGroupSchedulingPolicy{Basic: &v1alpha1.BasicSchedulingPolicy{}},
+		ParentCompositePodGroupName: ptr.To("pair"),
+	}})
+	createPods(t, c, ns,
+		member{name: "fits-0", labels: inGroup("fits"), cpu: "2", priorityClass: "high"},
+		member{name: "huge-0", labels: inGroup("huge"), cpu: "100", priorityClass: "high"})
+	failedSchedulingFor(t, c, ns, "huge-0")
+	consistently(t, 10*time.Second, "no eviction for a composite that does not bind", func() bool {
+		_, bound := boundPods(t, c, ns)["fits-0"]
+		return len(podNames(t, c, ns, "victim")) == 1 || bound
+	})
 }

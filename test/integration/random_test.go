@@ -51,9 +51,11 @@ var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-
 //   - every pod that disappeared without the runner deleting it was
 //     preempted (an event says so) for a higher-priority pod that is now
 //     bound, and took the rest of its disruptionMode-all unit with it
-//     (except after pod-level DefaultPreemption, a known bug reported as
-//     "KNOWN ISSUE" and counted apart; see
-//     TestPodLevelPreemptionEvictsAllModeUnitsWhole);
+//     (two known bugs are reported as "KNOWN ISSUE" and counted apart:
+//     pod-level DefaultPreemption splitting an all-mode unit, see
+//     TestPodLevelPreemptionEvictsAllModeUnitsWhole, and a gang composite
+//     with a basic child preempting and then not binding, see
+//     TestCompositePreemptionNeedsItsBasicChildPlaced);
 //   - no pod stays assumed (waiting in Permit or binding) in the scheduler's
 //     cache or in Phalanx's group cache beyond the Permit timeout;
 //   - every pending PodGroup (or its composite) has a current
@@ -102,7 +104,7 @@ func TestRandomizedInvariants(t *testing.T) {
 			failed = append(failed, strconv.FormatInt(seed, 10))
 		}
 	}
-	t.Logf("%d seeds run from %d in %v: %d with invariant violations %v, %d violations in all; %d known-issue findings (pod-level preemption splitting a disruptionMode-all unit)",
+	t.Logf("%d seeds run from %d in %v: %d with invariant violations %v, %d violations in all; %d known-issue findings (see KNOWN ISSUE lines)",
 		seeds, first, time.Since(start).Round(time.Second), len(failed), failed, violations, known)
 }
 
@@ -783,7 +785,16 @@ func (r *randomRunner) check() {
 			}
 		}
 		if !higher {
-			r.violation("pod %s (priority %d) was evicted, but no pod of higher priority is bound", v.name, randomClasses[v.class])
+			if cp := r.preemptorComposite(notes[v.name]); cp != nil && cp.gang && r.hasBasicChild(cp) {
+				// The planner behind group preemption counts a basic child
+				// with no pod placed as satisfied; Permit does not. A known
+				// bug (TestCompositePreemptionNeedsItsBasicChildPlaced).
+				r.known++
+				r.t.Logf("KNOWN ISSUE (seed %s): %s was evicted for gang composite %s, which has a basic child and did not bind",
+					strings.TrimPrefix(r.prefix, "s"), v.name, cp.name)
+			} else {
+				r.violation("pod %s (priority %d) was evicted, but no pod of higher priority is bound", v.name, randomClasses[v.class])
+			}
 		}
 		g := r.groups[v.group]
 		if g == nil {
@@ -886,6 +897,26 @@ func (r *randomRunner) check() {
 			r.prevBound[name] = p.Spec.NodeName
 		}
 	}
+}
+
+// preemptorComposite returns the runner's composite a group-level
+// preemption note names, nil for anything else.
+func (r *randomRunner) preemptorComposite(note string) *rComposite {
+	const prefix = "Preempted by group CompositePodGroup "
+	if !strings.HasPrefix(note, prefix) {
+		return nil
+	}
+	_, name, _ := strings.Cut(strings.TrimPrefix(note, prefix), "/")
+	return r.comps[name]
+}
+
+func (r *randomRunner) hasBasicChild(cp *rComposite) bool {
+	for _, child := range cp.children {
+		if g := r.groups[child]; g != nil && !g.gang {
+			return true
+		}
+	}
+	return false
 }
 
 // preemptionNotes waits (events are written asynchronously) up to 10s for
