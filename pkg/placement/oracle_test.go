@@ -223,11 +223,17 @@ func homogeneousShape(leaves ...*placement.Group) (placement.Shape, bool) {
 	return *shape, true
 }
 
-func leafNeed(l *placement.Group) int {
+// childMin is the pods a leaf below the root needs to count for its parent:
+// its minCount for a gang, one pod for a basic group (Permit's rule too).
+func childMin(l *placement.Group) int {
 	if l.Policy == placement.Basic {
-		return 0
+		return 1
 	}
-	return max(0, l.MinCount-len(l.Bound))
+	return l.MinCount
+}
+
+func leafNeed(l *placement.Group) int {
+	return max(0, childMin(l)-len(l.Bound))
 }
 
 // oracleExact returns whether a placement exists, for the trees where the
@@ -273,8 +279,6 @@ func oracleExact(nodes []placement.Node, root *placement.Group, comparisons bool
 		return true, true
 	case root.MinGroupCount > len(root.Children):
 		return false, true
-	case single && root.Children[0].Policy == placement.Basic:
-		return true, true
 	}
 	domains, _ := oracleDomains(nodes, nodes, root)
 	for _, d := range domains {
@@ -282,7 +286,7 @@ func oracleExact(nodes []placement.Node, root *placement.Group, comparisons bool
 			c := root.Children[0]
 			inner, _ := oracleDomains(nodes, d.nodes, c)
 			for _, cd := range inner {
-				if len(c.Bound)+oracleCapacity(cd.nodes, shape, len(c.Pending), comparisons) >= c.MinCount {
+				if len(c.Bound)+oracleCapacity(cd.nodes, shape, len(c.Pending), comparisons) >= childMin(c) {
 					return true, true
 				}
 			}
@@ -292,7 +296,7 @@ func oracleExact(nodes []placement.Node, root *placement.Group, comparisons bool
 		// smallest quorums that exist decide.
 		var needs []int
 		for _, c := range root.Children {
-			if c.Policy == placement.Basic || len(c.Bound)+len(c.Pending) >= c.MinCount {
+			if len(c.Bound)+len(c.Pending) >= childMin(c) {
 				needs = append(needs, leafNeed(c))
 			}
 		}
@@ -472,19 +476,24 @@ func verify(nodes []placement.Node, root *placement.Group, opts placement.Option
 	for _, u := range plan.Unsatisfied {
 		unsat[u.Group] = true
 	}
+	// A basic group below the root counts once one pod (or child) is
+	// placed; a basic root is always satisfied.
 	var satisfied func(g *placement.Group) bool
 	satisfied = func(g *placement.Group) bool {
-		if g.Policy == placement.Basic {
+		if g.Policy == placement.Basic && g == root {
 			return true
 		}
 		if len(g.Children) == 0 {
-			return len(g.Bound)+placedIn[g] >= g.MinCount
+			return len(g.Bound)+placedIn[g] >= childMin(g)
 		}
 		n := 0
 		for _, c := range g.Children {
 			if satisfied(c) {
 				n++
 			}
+		}
+		if g.Policy == placement.Basic {
+			return n > 0
 		}
 		return n >= g.MinGroupCount
 	}

@@ -88,7 +88,9 @@ type gnode struct {
 	key      int   // into planner.keys; -1 when unconstrained
 	pinned   int32 // domain value the bound pods pin; -1 when none
 	// need is what the quorum takes: pods beyond the bound ones for a leaf,
-	// children for a composite. Basic groups need nothing.
+	// children for a composite. A basic group below the root counts as
+	// satisfied once one of its pods (or children) is placed, the same rule
+	// Permit applies; a basic root needs nothing, so it never fails.
 	need int
 	// size is the quorum in pods, used to order siblings.
 	size   int
@@ -365,9 +367,13 @@ func (b *builder) pin() {
 
 // prepare computes needs, sizes, demands and orders, bottom-up.
 func (p *planner) prepare(g *gnode) {
+	below := g.parent != nil
 	if g.leaf {
-		if g.gang {
+		switch {
+		case g.gang:
 			g.need = max(0, g.g.MinCount-g.bound)
+		case below && g.bound == 0:
+			g.need = 1
 		}
 		g.size = g.need
 		for li, pods := range g.byShape {
@@ -400,6 +406,9 @@ func (p *planner) prepare(g *gnode) {
 			g.demand = addDemand(g.demand, d.shape, d.n)
 		}
 		sizes = append(sizes, c.size)
+	}
+	if !g.gang && below {
+		g.need = 1
 	}
 	if g.gang {
 		g.need = g.g.MinGroupCount

@@ -102,16 +102,12 @@ func TestPodLevelPreemptionEvictsAllModeUnitsWhole(t *testing.T) {
 // TestCompositePreemptionNeedsItsBasicChildPlaced: a high-priority gang
 // composite (minGroupCount 2) over a gang child that fits once a
 // low-priority pod is evicted, and a basic child whose pod fits nowhere.
-// The group cache (Permit) counts a basic child as satisfied only with a pod
-// placed; the planner behind preemption (pkg/placement: "Basic groups need
-// nothing") with none. So preemption evicts the low-priority pod for a
-// hierarchy that Permit never lets bind. KNOWN BUG, skipped unless
-// PHALANX_KNOWN_BUGS=1 (found by the randomized runner, seed 47467).
-// Expected: no eviction unless the composite then binds.
+// A basic child counts for its composite only with a pod placed (Permit's
+// rule, and upstream's minimum of 1 for basic groups); the planner behind
+// preemption once counted it with none and evicted the low-priority pod
+// for a hierarchy that Permit never let bind (randomized runner, seed
+// 47467). No eviction unless the composite then binds.
 func TestCompositePreemptionNeedsItsBasicChildPlaced(t *testing.T) {
-	if os.Getenv("PHALANX_KNOWN_BUGS") == "" {
-		t.Skip("known bug: planner and group cache disagree on whether a basic child with no pod placed satisfies a gang composite; set PHALANX_KNOWN_BUGS=1 to run")
-	}
 	c := preemptionCluster(t, nil)
 	addNodes(t, c, "n", 1, "4", 0)
 	ctx := context.Background()

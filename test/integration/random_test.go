@@ -51,11 +51,9 @@ var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-
 //   - every pod that disappeared without the runner deleting it was
 //     preempted (an event says so) for a higher-priority pod that is now
 //     bound, and took the rest of its disruptionMode-all unit with it
-//     (two known bugs are reported as "KNOWN ISSUE" and counted apart:
-//     pod-level DefaultPreemption splitting an all-mode unit, see
-//     TestPodLevelPreemptionEvictsAllModeUnitsWhole, and a gang composite
-//     with a basic child preempting and then not binding, see
-//     TestCompositePreemptionNeedsItsBasicChildPlaced);
+//     (except after pod-level DefaultPreemption, a known bug reported as
+//     "KNOWN ISSUE" and counted apart; see
+//     TestPodLevelPreemptionEvictsAllModeUnitsWhole);
 //   - no pod stays assumed (waiting in Permit or binding) in the scheduler's
 //     cache or in Phalanx's group cache beyond the Permit timeout;
 //   - every pending PodGroup (or its composite) has a current
@@ -785,16 +783,7 @@ func (r *randomRunner) check() {
 			}
 		}
 		if !higher {
-			if cp := r.preemptorComposite(notes[v.name]); cp != nil && cp.gang && r.hasBasicChild(cp) {
-				// The planner behind group preemption counts a basic child
-				// with no pod placed as satisfied; Permit does not. A known
-				// bug (TestCompositePreemptionNeedsItsBasicChildPlaced).
-				r.known++
-				r.t.Logf("KNOWN ISSUE (seed %s): %s was evicted for gang composite %s, which has a basic child and did not bind",
-					strings.TrimPrefix(r.prefix, "s"), v.name, cp.name)
-			} else {
-				r.violation("pod %s (priority %d) was evicted, but no pod of higher priority is bound", v.name, randomClasses[v.class])
-			}
+			r.violation("pod %s (priority %d) was evicted, but no pod of higher priority is bound", v.name, randomClasses[v.class])
 		}
 		g := r.groups[v.group]
 		if g == nil {
@@ -897,26 +886,6 @@ func (r *randomRunner) check() {
 			r.prevBound[name] = p.Spec.NodeName
 		}
 	}
-}
-
-// preemptorComposite returns the runner's composite a group-level
-// preemption note names, nil for anything else.
-func (r *randomRunner) preemptorComposite(note string) *rComposite {
-	const prefix = "Preempted by group CompositePodGroup "
-	if !strings.HasPrefix(note, prefix) {
-		return nil
-	}
-	_, name, _ := strings.Cut(strings.TrimPrefix(note, prefix), "/")
-	return r.comps[name]
-}
-
-func (r *randomRunner) hasBasicChild(cp *rComposite) bool {
-	for _, child := range cp.children {
-		if g := r.groups[child]; g != nil && !g.gang {
-			return true
-		}
-	}
-	return false
 }
 
 // preemptionNotes waits (events are written asynchronously) up to 10s for

@@ -359,15 +359,22 @@ func TestChurn(t *testing.T) {
 
 	t.Run("raising minCount above the members that exist holds the rest", func(t *testing.T) {
 		ns := namespace(t, c)
-		createPodGroup(t, c, ns, gangPG("grow", 1))
+		createPodGroup(t, c, ns, gangPG("grow", 2))
+		createPods(t, c, ns, member{name: "grow-0", labels: inGroup("grow"), cpu: "1"})
+		waitGroupCondition(t, c, ns, "grow", v1alpha1.PodGroupSchedulable, "waiting for pods: 1/2 present")
 		pg, err := c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "grow", metav1.GetOptions{})
 		require.NoError(t, err)
 		pg.Spec.SchedulingPolicy.Gang.MinCount = 3
 		_, err = c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Update(ctx, pg, metav1.UpdateOptions{})
 		require.NoError(t, err)
-		createPods(t, c, ns, member{name: "grow-0", labels: inGroup("grow"), cpu: "1"}, member{name: "grow-1", labels: inGroup("grow"), cpu: "1"})
+		// The scheduler reports the new minimum before the next member
+		// arrives: a member it saw under the old minCount of 2 would
+		// complete the gang (the informers of pods and groups are not
+		// ordered against each other, so the test must not race them).
+		waitGroupCondition(t, c, ns, "grow", v1alpha1.PodGroupSchedulable, "waiting for pods: 1/3 present")
+		createPods(t, c, ns, member{name: "grow-1", labels: inGroup("grow"), cpu: "1"})
 		waitGroupCondition(t, c, ns, "grow", v1alpha1.PodGroupSchedulable, "waiting for pods: 2/3 present")
-		assert.Equal(t, 0, boundWithPrefix(t, c, ns, "grow-"))
+		consistently(t, 2*time.Second, "no member bound below the raised minCount", func() bool { return boundWithPrefix(t, c, ns, "grow-") == 0 })
 	})
 
 	t.Run("deleting the PodGroup of waiting members holds them with a reason", func(t *testing.T) {
