@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -60,17 +59,14 @@ func TestPodLevelPreemptionStaysInTheGroupsDomain(t *testing.T) {
 }
 
 // TestPodLevelPreemptionEvictsAllModeUnitsWhole: a plain high-priority pod
-// preempts (pod-level DefaultPreemption serves plain pods and basic-group
-// members) on a cluster whose only lower-priority pods form a
-// disruptionMode-all gang spread over both nodes. SPEC: an all-mode group
-// is evicted entirely or not at all. KNOWN BUG, skipped unless
-// PHALANX_KNOWN_BUGS=1: DefaultPreemption knows nothing of groups and
-// evicts the one member on the node it picks, leaving the gang split
-// (found by the randomized runner, seed 15325 with the domain fix).
+// preempts (pod by pod: PhalanxPreemption serves plain pods and
+// basic-group members with upstream's evaluator) on a cluster whose only
+// lower-priority pods form a disruptionMode-all gang spread over both
+// nodes. SPEC: an all-mode group is evicted entirely or not at all.
+// Upstream's DefaultPreemption knows nothing of Phalanx groups and evicted
+// the one member on the node it picked, leaving the gang split (found by
+// the randomized runner, seed 15325).
 func TestPodLevelPreemptionEvictsAllModeUnitsWhole(t *testing.T) {
-	if os.Getenv("PHALANX_KNOWN_BUGS") == "" {
-		t.Skip("known bug: pod-level DefaultPreemption splits disruptionMode-all units; set PHALANX_KNOWN_BUGS=1 to run")
-	}
 	c := preemptionCluster(t, nil)
 	ctx := context.Background()
 	rackNodes(t, c, "n", 1, 2, "4", nil)
@@ -95,8 +91,48 @@ func TestPodLevelPreemptionEvictsAllModeUnitsWhole(t *testing.T) {
 
 	createPods(t, c, ns, member{name: "urgent", cpu: "2", priorityClass: "high"})
 	waitBound(t, c, ns, "urgent", 1)
-	left := podNames(t, c, ns, "unit-")
-	assert.True(t, len(left) == 0 || len(left) == 2, "the all-mode gang was split by preemption: %v left", left)
+	eventually(t, 30*time.Second, "the whole all-mode gang evicted", func() (bool, error) {
+		return len(podNames(t, c, ns, "unit-")) == 0, nil
+	})
+	assert.Len(t, podNames(t, c, ns, "filler-"), 2, "higher-priority pods stay")
+}
+
+// TestPodLevelPreemptionPrefersASinglePodToAUnit: a plain high-priority pod
+// can go to a node where one low-priority pod must go, or to one where a
+// member of a low-priority disruptionMode-all gang must go, which takes the
+// gang's member on the other node with it. The unit counts as both its
+// pods, so the single pod is evicted and the gang keeps running.
+func TestPodLevelPreemptionPrefersASinglePodToAUnit(t *testing.T) {
+	c := preemptionCluster(t, nil)
+	ctx := context.Background()
+	rackNodes(t, c, "n", 1, 3, "4", nil)
+	ns := namespace(t, c)
+	for i := 0; i < 3; i++ {
+		p := pinnedFiller(fmt.Sprintf("filler-%d", i), fmt.Sprintf("n-r0-n%d", i), "2")
+		p.Spec.PriorityClassName = "high"
+		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	loner := pinnedFiller("loner", "n-r0-n2", "2")
+	loner.Spec.PriorityClassName = "low"
+	_, err := c.Client.CoreV1().Pods(ns).Create(ctx, loner, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitBound(t, c, ns, "filler-", 3)
+	waitBound(t, c, ns, "loner", 1)
+	pg := gangPG("unit", 2)
+	pg.Spec.PriorityClassName = "low"
+	pg.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
+	createPodGroup(t, c, ns, pg)
+	createPods(t, c, ns,
+		member{name: "unit-0", labels: inGroup("unit"), cpu: "2", priorityClass: "low"},
+		member{name: "unit-1", labels: inGroup("unit"), cpu: "2", priorityClass: "low"})
+	waitBound(t, c, ns, "unit-", 2)
+
+	createPods(t, c, ns, member{name: "urgent", cpu: "2", priorityClass: "high"})
+	waitBound(t, c, ns, "urgent", 1)
+	assert.Equal(t, "n-r0-n2", boundPods(t, c, ns)["urgent"])
+	assert.Empty(t, podNames(t, c, ns, "loner"), "the single low-priority pod was the victim")
+	consistently(t, 2*time.Second, "the all-mode gang untouched", func() bool { return len(podNames(t, c, ns, "unit-")) == 2 })
 }
 
 // TestCompositePreemptionNeedsItsBasicChildPlaced: a high-priority gang

@@ -50,10 +50,8 @@ var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-
 //     domain of its topology key;
 //   - every pod that disappeared without the runner deleting it was
 //     preempted (an event says so) for a higher-priority pod that is now
-//     bound, and took the rest of its disruptionMode-all unit with it
-//     (except after pod-level DefaultPreemption, a known bug reported as
-//     "KNOWN ISSUE" and counted apart; see
-//     TestPodLevelPreemptionEvictsAllModeUnitsWhole);
+//     bound, and took the rest of its disruptionMode-all unit with it,
+//     whether a group or a single pod preempted;
 //   - no pod stays assumed (waiting in Permit or binding) in the scheduler's
 //     cache or in Phalanx's group cache beyond the Permit timeout;
 //   - every pending PodGroup (or its composite) has a current
@@ -89,21 +87,20 @@ func TestRandomizedInvariants(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	violations, known, failed := 0, 0, []string{}
+	violations, failed := 0, []string{}
 	for i := 0; i < seeds; i++ {
 		seed := first + int64(i)
-		var found, issues int
+		var found int
 		ok := t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
-			found, issues = runRandomSeed(t, c, seed)
+			found = runRandomSeed(t, c, seed)
 		})
 		violations += found
-		known += issues
 		if !ok {
 			failed = append(failed, strconv.FormatInt(seed, 10))
 		}
 	}
-	t.Logf("%d seeds run from %d in %v: %d with invariant violations %v, %d violations in all; %d known-issue findings (see KNOWN ISSUE lines)",
-		seeds, first, time.Since(start).Round(time.Second), len(failed), failed, violations, known)
+	t.Logf("%d seeds run from %d in %v: %d with invariant violations %v, %d violations in all",
+		seeds, first, time.Since(start).Round(time.Second), len(failed), failed, violations)
 }
 
 // rGroup is a PodGroup (standalone or a composite's child) or a label gang
@@ -160,12 +157,11 @@ type randomRunner struct {
 	prevBound map[string]string // pod -> node at the last check
 	log       []string
 	found     int
-	known     int
 	evicted   int
 	reported  map[string]bool
 }
 
-func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations, known int) {
+func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int) {
 	t.Logf("replay with PHALANX_RANDOM_SEED=%d", seed)
 	r := &randomRunner{
 		t: t, c: c, ctx: context.Background(), rng: rand.New(rand.NewSource(seed)),
@@ -227,12 +223,12 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations, kn
 			bound++
 		}
 	}
-	t.Logf("%d actions, %d pods evicted by preemption, %d bound and %d pending at the end, %d violations, %d known-issue findings",
-		actions, r.evicted, bound, len(final.pods)-bound, r.found, r.known)
-	if r.found+r.known > 0 {
+	t.Logf("%d actions, %d pods evicted by preemption, %d bound and %d pending at the end, %d violations",
+		actions, r.evicted, bound, len(final.pods)-bound, r.found)
+	if r.found > 0 {
 		t.Logf("actions of seed %d:\n  %s", seed, strings.Join(r.log, "\n  "))
 	}
-	return r.found, r.known
+	return r.found
 }
 
 func (r *randomRunner) logf(format string, args ...interface{}) {
@@ -805,18 +801,6 @@ func (r *randomRunner) check() {
 		if len(kept) == 0 {
 			continue
 		}
-		if strings.HasPrefix(notes[v.name], "Preempted by pod") {
-			// Pod-level DefaultPreemption (plain pods, basic groups) knows
-			// nothing of disruptionMode all: a known bug, reported apart
-			// (TestPodLevelPreemptionEvictsAllModeUnitsWhole reproduces it).
-			r.known++
-			r.t.Logf("KNOWN ISSUE (seed %s): pod-level preemption split the disruptionMode-all unit of %s: %s evicted (%s), %v still bound",
-				strings.TrimPrefix(r.prefix, "s"), v.group, v.name, notes[v.name], kept)
-			for _, member := range unit {
-				r.disturb(member, "its all-mode unit was split by pod-level preemption (known issue)")
-			}
-			continue
-		}
 		r.violation("disruptionMode-all unit of %s was split: %s was evicted (%s), %v still bound", v.group, v.name, notes[v.name], kept)
 	}
 
@@ -891,7 +875,7 @@ func (r *randomRunner) check() {
 // preemptionNotes waits (events are written asynchronously) up to 10s for
 // a Preempted event on each victim and returns their notes by pod name: a
 // group-level preemption says "Preempted by group ...", pod-level
-// DefaultPreemption "Preempted by pod ...".
+// preemption "Preempted by pod ...".
 func (r *randomRunner) preemptionNotes(victims []*rPod) map[string]string {
 	notes := map[string]string{}
 	if len(victims) == 0 {

@@ -409,9 +409,10 @@ func (pl *Gang) allowWaiting(pod *corev1.Pod) {
 }
 
 // PostFilter runs when a member fits nowhere: it releases the waiting
-// siblings and explains the failure on the group. For gangs it stops the
-// pod-level DefaultPreemption from evicting victims for one member of a
-// gang that cannot be placed as a whole.
+// siblings and explains the failure on the group. For gangs it stops any
+// later pod-level preemption (DefaultPreemption, in a profile that keeps
+// it) from evicting victims for one member of a gang that cannot be placed
+// as a whole.
 func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	ch, grouped, err := pl.groups.ChainOf(pod)
 	if !grouped {

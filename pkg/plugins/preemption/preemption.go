@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	upstream "k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -57,6 +58,10 @@ type Preemption struct {
 	pods   corelisters.PodLister
 	pdbs   policylisters.PodDisruptionBudgetLister
 
+	// podPreemption is upstream's evaluator with unit-aware victims, for
+	// plain pods and best-effort group members (pods.go).
+	podPreemption *upstream.Evaluator
+
 	mu      sync.Mutex
 	pending map[groups.Key]*pendingEviction
 }
@@ -73,24 +78,32 @@ func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return &Preemption{
+	p := &Preemption{
 		handle:  h,
 		groups:  fed,
 		status:  w,
 		pods:    h.SharedInformerFactory().Core().V1().Pods().Lister(),
 		pdbs:    h.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 		pending: map[groups.Key]*pendingEviction{},
-	}, nil
+	}
+	if p.podPreemption, err = newPodEvaluator(ctx, h, p); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	return p, nil
 }
 
 // Name returns the plugin name.
 func (*Preemption) Name() string { return Name }
 
-// PostFilter preempts for a group. Plain pods are left to DefaultPreemption
-// (Unschedulable lets the next PostFilter run).
-func (p *Preemption) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+// PostFilter preempts for a group, or for a plain pod or best-effort group
+// member pod by pod (pods.go). An invalid group is left to the other
+// PostFilter plugins (Unschedulable lets the next one run).
+func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	ch, grouped, err := p.groups.ChainOf(pod)
-	if !grouped || err != nil {
+	if !grouped {
+		return p.preemptPod(ctx, state, pod, statuses)
+	}
+	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	if rejectedByGang(statuses, p.handle) {
@@ -102,9 +115,8 @@ func (p *Preemption) PostFilter(ctx context.Context, _ fwk.CycleState, pod *core
 		gang = gang || g.Gang
 	}
 	if !gang {
-		// Best-effort groups gain from every single pod placed: pod-level
-		// DefaultPreemption serves them.
-		return nil, fwk.NewStatus(fwk.Unschedulable)
+		// Best-effort groups gain from every single pod placed.
+		return p.preemptPod(ctx, state, pod, statuses)
 	}
 	root := ch.Root()
 	logger := klog.FromContext(ctx)
@@ -196,23 +208,14 @@ func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[ty
 			if members[pod.UID] || pod.DeletionTimestamp != nil {
 				continue
 			}
+			id := p.victimOf(pod)
 			v := placement.Victim{
 				Key:      topology.PodKey(pod),
 				Node:     ni.Node().Name,
 				Requests: topology.Requests(pod),
-				Priority: podPriority(pod),
+				Priority: id.priority,
+				Unit:     id.unit,
 				Created:  pod.CreationTimestamp.UnixNano(),
-			}
-			if ch, grouped, err := p.groups.ChainOf(pod); grouped && err == nil {
-				// The root's priority is authoritative for grouped victims.
-				if rp, _, err := groups.ResolvePriority(ch.Root(), p.groups.PriorityClasses); err == nil && ch.Root().Key.Kind != groups.LabelKind {
-					v.Priority = rp
-				}
-				for _, g := range ch {
-					if g.DisruptionAll {
-						v.Unit = g.Key.String()
-					}
-				}
 			}
 			if v.Priority >= prio {
 				continue

@@ -9,8 +9,8 @@ import (
 // domainStateKey holds, in a member's CycleState, the topology domains
 // PreFilter found its groups confined to. Filter reads them from there, not
 // from the stored plan: PostFilter drops the plan of a member that failed,
-// and pod-level preemption (DefaultPreemption, which serves basic groups)
-// runs Filter after that, in its dry runs. Without the domains it would
+// and pod-level preemption (PhalanxPreemption's pod path, which serves
+// basic groups) runs Filter after that, in its dry runs. Without the domains it would
 // evict victims on nodes outside the group's domain, where the member can
 // never go, and the member's nomination there would hold that room from
 // every lower-priority pod for good.

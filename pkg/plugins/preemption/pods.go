@@ -1,0 +1,255 @@
+package preemption
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	upstream "k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+)
+
+// Pod-level preemption, for plain pods and members of best-effort groups.
+//
+// Upstream's DefaultPreemption sees Phalanx groups as unrelated pods: it
+// would evict one member of a disruptionMode-all gang and leave the rest
+// bound below minCount. PhalanxPreemption therefore serves these pods too,
+// with upstream's evaluator (candidate nodes, the Filter re-run on each
+// node, PDB-aware reprieve, node choice, eviction), but with victims that
+// know the groups:
+//   - the members of one all-mode unit on a node are removed and reprieved
+//     together, and choosing any of them evicts the whole unit, wherever
+//     its other members run;
+//   - grouped victims (and a grouped preemptor) compare at their root
+//     group's priority, as group preemption does.
+//
+// A pod this path does not help is answered UnschedulableAndUnresolvable,
+// so a DefaultPreemption listed later in the profile cannot split a unit.
+
+// unitsStateKey holds the unit index of one PostFilter call in its
+// CycleState: the evaluator calls selectVictimsOnNode with a clone of it.
+const unitsStateKey fwk.StateKey = Name + "/units"
+
+// victimID is how preemption sees one placed pod.
+type victimID struct {
+	priority int32
+	unit     string // highest all-mode group above the pod; "" alone
+	kind     fwk.EntityKeyType
+}
+
+// unitIndex describes every pod placed in one snapshot. It is built on
+// first use, by whichever dry run needs it first: a pod that may not
+// preempt, or has no candidate node, never pays for it.
+type unitIndex struct {
+	once  sync.Once
+	build func(*unitIndex)
+	byPod map[types.UID]victimID
+	// members of each all-mode unit, on whatever node they run.
+	members map[string][]*corev1.Pod
+}
+
+// Clone shares the index: the dry runs of one PostFilter read one snapshot.
+func (u *unitIndex) Clone() fwk.StateData { return u }
+
+func (u *unitIndex) get() *unitIndex {
+	u.once.Do(func() { u.build(u) })
+	return u
+}
+
+// podEvaluator wraps DefaultPreemption's methods; only victim selection
+// and eligibility are Phalanx's.
+type podEvaluator struct {
+	*defaultpreemption.DefaultPreemption
+	p *Preemption
+}
+
+// newPodEvaluator builds upstream's evaluator around Phalanx's victim
+// selection. Preemption is synchronous: the asynchronous mode holds the
+// preemptor in DefaultPreemption's PreEnqueue, which only knows its own
+// evaluations. Upstream's own workload features stay off here, since the
+// groups are Phalanx's.
+func newPodEvaluator(ctx context.Context, h fwk.Handle, p *Preemption) (*upstream.Evaluator, error) {
+	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	fts.EnableAsyncPreemption = false
+	fts.EnableGenericWorkload = false
+	fts.EnableCompositePodGroup = false
+	fts.EnablePodGroupPreemptionPolicy = false
+	args := &config.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100}
+	dp, err := defaultpreemption.New(ctx, args, h, fts)
+	if err != nil {
+		return nil, err
+	}
+	pe := &podEvaluator{DefaultPreemption: dp, p: p}
+	return upstream.NewEvaluator(Name, h, pe, dp.Executor), nil
+}
+
+// preemptPod runs pod-level preemption for pod.
+func (p *Preemption) preemptPod(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	state.Write(unitsStateKey, &unitIndex{build: func(idx *unitIndex) {
+		idx.byPod = map[types.UID]victimID{}
+		idx.members = map[string][]*corev1.Pod{}
+		for _, ni := range infos {
+			for _, pi := range ni.GetPods() {
+				v := pi.GetPod()
+				id := p.victimOf(v)
+				idx.byPod[v.UID] = id
+				if id.unit != "" {
+					idx.members[id.unit] = append(idx.members[id.unit], v)
+				}
+			}
+		}
+	}})
+	result, st := p.podPreemption.Preempt(ctx, state, pod, m)
+	switch {
+	case st.IsSuccess():
+		preemptions.Inc()
+		return result, st
+	case st.Code() == fwk.Error:
+		return result, st
+	}
+	return result, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+st.Message())
+}
+
+// victimOf is the priority preemption compares for a placed pod, and its
+// eviction unit: the pod alone, its PodGroup with disruptionMode all, or
+// the highest CompositePodGroup with disruptionMode all above it.
+func (p *Preemption) victimOf(pod *corev1.Pod) victimID {
+	id := victimID{priority: podPriority(pod), kind: fwk.PodKeyType}
+	ch, grouped, err := p.groups.ChainOf(pod)
+	if !grouped || err != nil {
+		return id
+	}
+	// The root's priority is authoritative for grouped pods; a label
+	// group has none of its own, and its members share the pod's.
+	if rp, _, err := groups.ResolvePriority(ch.Root(), p.groups.PriorityClasses); err == nil && ch.Root().Key.Kind != groups.LabelKind {
+		id.priority = rp
+	}
+	for _, g := range ch {
+		if g.DisruptionAll {
+			id.unit = g.Key.String()
+			id.kind = fwk.PodGroupKeyType
+			if g.Key.Kind == groups.CompositeKind {
+				id.kind = fwk.CompositePodGroupKeyType
+			}
+		}
+	}
+	return id
+}
+
+// preemptorPriority is the priority and policy pod preempts with: its root
+// group's when it is grouped.
+func (p *Preemption) preemptorPriority(pod *corev1.Pod) (int32, corev1.PreemptionPolicy) {
+	policy := corev1.PreemptLowerPriority
+	if pod.Spec.PreemptionPolicy != nil {
+		policy = *pod.Spec.PreemptionPolicy
+	}
+	ch, grouped, err := p.groups.ChainOf(pod)
+	if !grouped || err != nil || ch.Root().Key.Kind == groups.LabelKind {
+		return podPriority(pod), policy
+	}
+	prio, pol, err := groups.ResolvePriority(ch.Root(), p.groups.PriorityClasses)
+	if err != nil {
+		return podPriority(pod), policy
+	}
+	return prio, pol
+}
+
+// PodEligibleToPreemptOthers applies the group's preemption policy to its
+// members, then upstream's checks (victims still terminating on the node
+// the pod was nominated to).
+func (e *podEvaluator) PodEligibleToPreemptOthers(ctx context.Context, pod *corev1.Pod, nominatedNodeStatus *fwk.Status) (bool, string) {
+	if _, pol := e.p.preemptorPriority(pod); pol == corev1.PreemptNever {
+		return false, "not eligible due to preemptionPolicy=Never."
+	}
+	return e.DefaultPreemption.PodEligibleToPreemptOthers(ctx, pod, nominatedNodeStatus)
+}
+
+// SelectVictimsOnNode groups the node's pods into victims (an all-mode
+// unit's members on this node are one victim), lets upstream pick the
+// fewest, most expendable victims that make the preemptor fit, and then
+// adds the members of each chosen unit that run on other nodes.
+func (e *podEvaluator) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, preemptor *corev1.Pod, nodeInfo fwk.NodeInfo, _ []*upstream.DomainVictim, pdbs []*policy.PodDisruptionBudget) ([]*corev1.Pod, int, *fwk.Status) {
+	data, err := state.Read(unitsStateKey)
+	if err != nil {
+		return nil, 0, fwk.AsStatus(err)
+	}
+	idx := data.(*unitIndex).get()
+	prio, _ := e.p.preemptorPriority(preemptor)
+	if podPriority(preemptor) != prio {
+		// Upstream compares victims against the pod's own priority.
+		preemptor = preemptor.DeepCopy()
+		preemptor.Spec.Priority = &prio
+	}
+
+	var order []string
+	local := map[string][]fwk.PodInfo{}
+	var victims []*upstream.DomainVictim
+	for _, pi := range nodeInfo.GetPods() {
+		id, ok := idx.byPod[pi.GetPod().UID]
+		if !ok {
+			id = e.p.victimOf(pi.GetPod())
+		}
+		if id.unit == "" {
+			v, err := upstream.NewVictim([]fwk.PodInfo{pi}, id.priority, id.kind)
+			if err != nil {
+				return nil, 0, fwk.AsStatus(err)
+			}
+			victims = append(victims, &upstream.DomainVictim{Victim: v})
+			continue
+		}
+		if _, seen := local[id.unit]; !seen {
+			order = append(order, id.unit)
+		}
+		local[id.unit] = append(local[id.unit], pi)
+	}
+	for _, unit := range order {
+		pods := local[unit]
+		id := idx.byPod[pods[0].GetPod().UID]
+		if id.unit == "" {
+			id = e.p.victimOf(pods[0].GetPod())
+		}
+		// The unit's members here are removed and reprieved together.
+		// Members elsewhere free nothing on this node: they are added to
+		// the answer below, so the node choice counts their cost.
+		v, err := upstream.NewVictim(pods, id.priority, id.kind)
+		if err != nil {
+			return nil, 0, fwk.AsStatus(err)
+		}
+		victims = append(victims, &upstream.DomainVictim{Victim: v})
+	}
+
+	chosen, pdbViolations, st := e.DefaultPreemption.SelectVictimsOnNode(ctx, state, preemptor, nodeInfo, victims, pdbs)
+	if !st.IsSuccess() {
+		return chosen, pdbViolations, st
+	}
+	have := make(map[types.UID]bool, len(chosen))
+	for _, v := range chosen {
+		have[v.UID] = true
+	}
+	out := chosen
+	for _, v := range chosen {
+		id, ok := idx.byPod[v.UID]
+		if !ok || id.unit == "" {
+			continue
+		}
+		for _, m := range idx.members[id.unit] {
+			if !have[m.UID] {
+				have[m.UID] = true
+				out = append(out, m)
+			}
+		}
+	}
+	return out, pdbViolations, nil
+}
