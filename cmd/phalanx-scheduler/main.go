@@ -4,6 +4,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"k8s.io/component-base/cli"
@@ -16,6 +17,10 @@ import (
 )
 
 func main() {
+	if err := plugins.ApplyFeatureDefaults(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	command := app.NewSchedulerCommand(plugins.Registry()...)
 	command.Use = "phalanx-scheduler"
 	os.Exit(cli.Run(command))

@@ -27,6 +27,8 @@ func benchCommand(args []string) error {
 	arrival := fs.String("arrival", report.ArrivalPrecreated, "how pods arrive: precreated (all created before the scheduler starts) or live (the scheduler starts and is ready, then the harness creates the pods); preemption cases are always live")
 	repeat := fs.Int("repeat", 1, "run every case N times, interleaving the arms (A B C A B C ...)")
 	gates := fs.String("upstream-gates", bench.DefaultUpstreamGates, "feature gates of the upstream kube-scheduler")
+	phalanxGates := fs.String("phalanx-gates", "", "feature gates added to the phalanx-proc arm's (to measure a gate's effect on Phalanx)")
+	phalanxConfig := fs.String("phalanx-config", "", "KubeSchedulerConfiguration file for the phalanx-proc arm (default: config/second-scheduler.yaml, built in); its profile must be named phalanx-scheduler")
 	kubeScheduler := fs.String("kube-scheduler", "", "prebuilt kube-scheduler binary (default: go build k8s.io/kubernetes/cmd/kube-scheduler, cached)")
 	phalanxScheduler := fs.String("phalanx-scheduler", "", "prebuilt phalanx-scheduler binary for the phalanx-proc arm (default: go build ./cmd/phalanx-scheduler, cached)")
 	workDir := fs.String("work-dir", ".phalanx/bench", "where child schedulers' configs and logs go")
@@ -66,6 +68,13 @@ func benchCommand(args []string) error {
 		return err
 	}
 
+	var phalanxCfg []byte
+	if *phalanxConfig != "" {
+		if phalanxCfg, err = os.ReadFile(*phalanxConfig); err != nil {
+			return err
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logf := func(format string, args ...interface{}) {
@@ -76,6 +85,8 @@ func benchCommand(args []string) error {
 		Repeat:           *repeat,
 		Arrival:          *arrival,
 		UpstreamGates:    *gates,
+		PhalanxGates:     *phalanxGates,
+		PhalanxConfig:    phalanxCfg,
 		KubeScheduler:    *kubeScheduler,
 		PhalanxScheduler: *phalanxScheduler,
 		WorkDir:          *workDir,

@@ -101,6 +101,14 @@ type Options struct {
 	// UpstreamGates are kube-scheduler's --feature-gates; default
 	// DefaultUpstreamGates. A case may add gates (Case.UpstreamGates).
 	UpstreamGates string
+	// PhalanxGates are added to the phalanx-proc arm's --feature-gates
+	// (which otherwise match the in-process arm's), to measure a gate's
+	// effect on Phalanx.
+	PhalanxGates string
+	// PhalanxConfig replaces the phalanx-proc arm's
+	// KubeSchedulerConfiguration (default config.SecondScheduler), to
+	// measure a profile or plugin argument.
+	PhalanxConfig []byte
 	// Arrival is the cases' arrival mode (report.ArrivalPrecreated, the
 	// default, or report.ArrivalLive); a case may fix its own.
 	Arrival string
@@ -648,6 +656,12 @@ func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, 
 		if arm == ArmPhalanxProcess {
 			// The same gates as the in-process arm sees.
 			binary, base, profile, gates = h.phalanxScheduler, phalanxConfig(), phalanxSchedulerName, gateString(sandbox.UpstreamWorkloadGates)
+			if h.opts.PhalanxConfig != nil {
+				base = h.opts.PhalanxConfig
+			}
+			if h.opts.PhalanxGates != "" {
+				gates += "," + h.opts.PhalanxGates
+			}
 		}
 		res.Gates = gates
 		cfg, err := schedulerConfig(base, cl.KubeconfigPath)

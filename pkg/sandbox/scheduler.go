@@ -91,6 +91,12 @@ func (s *Scheduler) Stop() {
 // clientConnection.kubeconfig points at the cluster. It returns once
 // informers have synced.
 func StartScheduler(ctx context.Context, configPath string) (*Scheduler, error) {
+	// The defaults cmd/phalanx-scheduler runs with; the gates they touch
+	// are the scheduler's alone, not the API server's it shares the
+	// process with.
+	if err := plugins.ApplyFeatureDefaults(); err != nil {
+		return nil, err
+	}
 	opts := options.NewOptions()
 	opts.ConfigFile = configPath
 	// No health/metrics port in-process: several schedulers may share it.

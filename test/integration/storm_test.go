@@ -69,3 +69,47 @@ func TestUnschedulableGangDoesNotSpin(t *testing.T) {
 	assert.Less(t, perMinute, float64(size), "the waiting gang keeps being retried")
 	assert.Empty(t, boundPods(t, c, ns))
 }
+
+// gathered returns a metric of the in-process registry: a histogram's
+// sample count, or a gauge's value.
+func gathered(t *testing.T, name string) float64 {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		total := 0.0
+		for _, m := range f.GetMetric() {
+			if h := m.GetHistogram(); h != nil {
+				total += float64(h.GetSampleCount())
+			} else if g := m.GetGauge(); g != nil {
+				total += g.GetValue()
+			}
+		}
+		return total
+	}
+	return 0
+}
+
+// TestBindsArePaced: with the shipped profile (PhalanxGang before
+// DefaultBinder at bind), every bind of a gang takes a pacing slot, and
+// every slot is given back once the pods are bound.
+func TestBindsArePaced(t *testing.T) {
+	c := startCluster(t, sandbox.Options{Scheduler: true})
+	addNodes(t, c, "n", 4, "8", 0)
+	ns := namespace(t, c)
+	before := gathered(t, "phalanx_bind_slot_wait_seconds")
+	const size = 24
+	createPodGroup(t, c, ns, gangPG("paced", size))
+	var ms []member
+	for i := 0; i < size; i++ {
+		ms = append(ms, member{name: fmt.Sprintf("paced-%02d", i), labels: inGroup("paced"), cpu: "1"})
+	}
+	createPods(t, c, ns, ms...)
+	waitBound(t, c, ns, "paced-", size)
+	assert.GreaterOrEqual(t, gathered(t, "phalanx_bind_slot_wait_seconds")-before, float64(size), "each bind went through PhalanxGang's Bind")
+	eventually(t, 10*time.Second, "every slot given back", func() (bool, error) {
+		return gathered(t, "phalanx_binds_in_flight") == 0, nil
+	})
+}

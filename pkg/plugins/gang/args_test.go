@@ -110,3 +110,20 @@ func TestDecodeArgs(t *testing.T) {
 		})
 	}
 }
+
+func TestDecodeBindConcurrency(t *testing.T) {
+	got, err := DecodeArgs(nil)
+	require.NoError(t, err)
+	assert.Equal(t, int32(DefaultBindConcurrency), got.BindConcurrency, "unset means the default")
+
+	got, err = DecodeArgs(rawArgs(runtime.ContentTypeYAML, "bindConcurrency: 8\n"))
+	require.NoError(t, err)
+	assert.Equal(t, int32(8), got.BindConcurrency)
+
+	for _, v := range []string{"-1", "10001"} {
+		_, err := DecodeArgs(rawArgs(runtime.ContentTypeJSON, `{"bindConcurrency":`+v+`}`))
+		require.Error(t, err, v)
+		assert.Contains(t, err.Error(), "bindConcurrency="+v)
+		assert.Contains(t, err.Error(), "1 to 10000")
+	}
+}

@@ -79,6 +79,9 @@ type shared struct {
 	status   *groupstatus.Writer
 	events   *eventDedup
 	attempts *attempts
+	// binds paces binding requests (bindpace.go); the API server is the
+	// same for every profile, so the first profile's bindConcurrency wins.
+	binds *bindSlots
 
 	mu sync.Mutex
 	// complete remembers which hierarchies had all their members present,
@@ -115,7 +118,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), complete: map[groups.Key]bool{}}
+	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), complete: map[groups.Key]bool{}}
 	sharedFor[fed] = pl.shared
 	fed.Subscribe(pl.groupChanged)
 	go func(s *shared) {
@@ -287,6 +290,7 @@ func (pl *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, no
 // and its reservations would only block others.
 func (pl *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
 	pl.groups.MarkPending(pod)
+	pl.shared.binds.release(pod.UID)
 	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s was released; the gang retries as a unit", pod.Namespace, pod.Name))
 }
 

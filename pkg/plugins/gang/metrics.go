@@ -38,12 +38,24 @@ var (
 		Help:           "Group hierarchies with members waiting in Permit for quorum.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	bindSlotWait = metrics.NewHistogram(&metrics.HistogramOpts{
+		Name: "phalanx_bind_slot_wait_seconds",
+		Help: "Time a pod that passed Permit waited for one of the bindConcurrency binding slots. " +
+			"Observed only when PhalanxGang is enabled before DefaultBinder at the bind extension point.",
+		Buckets:        metrics.ExponentialBuckets(0.001, 2, 18),
+		StabilityLevel: metrics.ALPHA,
+	})
+	bindsInFlight = metrics.NewGauge(&metrics.GaugeOpts{
+		Name:           "phalanx_binds_in_flight",
+		Help:           "Binding requests holding a slot: sent, or about to be, and not yet answered.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerMetrics sync.Once
 )
 
 func init() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(groupSchedulingDuration, gangAttempts, groupsWaiting)
+		legacyregistry.MustRegister(groupSchedulingDuration, gangAttempts, groupsWaiting, bindSlotWait, bindsInFlight)
 	})
 }
 

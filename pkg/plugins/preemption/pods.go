@@ -114,7 +114,8 @@ func (p *Preemption) preemptPod(ctx context.Context, state fwk.CycleState, pod *
 	result, st := p.podPreemption.Preempt(ctx, state, pod, m)
 	switch {
 	case st.IsSuccess():
-		preemptions.Inc()
+		// Counted by upstream's scheduler_preemption_victims; the
+		// phalanx_ metrics are about group preemption.
 		return result, st
 	case st.Code() == fwk.Error:
 		return result, st
