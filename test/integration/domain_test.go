@@ -31,15 +31,9 @@ func TestPodLevelPreemptionStaysInTheGroupsDomain(t *testing.T) {
 	require.NoError(t, err)
 	rackNodes(t, c, "n", 2, 1, "4", nil)
 	ns := namespace(t, c)
-	for _, f := range []struct{ name, node, cpu, class string }{
-		{"rack0-victim", "n-r0-n0", "2", "low"},
-		{"rack1-victim", "n-r1-n0", "3", "lowest"},
-	} {
-		p := pinnedFiller(f.name, f.node, f.cpu)
-		p.Spec.PriorityClassName = f.class
-		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	createPinnedPods(t, c, ns,
+		pinned{"rack0-victim", "n-r0-n0", "2", "low"},
+		pinned{"rack1-victim", "n-r1-n0", "3", "lowest"})
 	waitBound(t, c, ns, "rack", 2)
 
 	createPodGroup(t, c, ns, &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: v1alpha1.PodGroupSpec{
@@ -68,26 +62,13 @@ func TestPodLevelPreemptionStaysInTheGroupsDomain(t *testing.T) {
 // the randomized runner, seed 15325).
 func TestPodLevelPreemptionEvictsAllModeUnitsWhole(t *testing.T) {
 	c := preemptionCluster(t, nil)
-	ctx := context.Background()
 	rackNodes(t, c, "n", 1, 2, "4", nil)
 	ns := namespace(t, c)
 	// High-priority fillers leave 2 cpu on each node, so the gang's two
 	// members land on different nodes.
-	for i := 0; i < 2; i++ {
-		p := pinnedFiller(fmt.Sprintf("filler-%d", i), fmt.Sprintf("n-r0-n%d", i), "2")
-		p.Spec.PriorityClassName = "high"
-		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	createPinnedPods(t, c, ns, highFillers(2)...)
 	waitBound(t, c, ns, "filler-", 2)
-	pg := gangPG("unit", 2)
-	pg.Spec.PriorityClassName = "low"
-	pg.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
-	createPodGroup(t, c, ns, pg)
-	createPods(t, c, ns,
-		member{name: "unit-0", labels: inGroup("unit"), cpu: "2", priorityClass: "low"},
-		member{name: "unit-1", labels: inGroup("unit"), cpu: "2", priorityClass: "low"})
-	waitBound(t, c, ns, "unit-", 2)
+	lowAllModePair(t, c, ns)
 
 	createPods(t, c, ns, member{name: "urgent", cpu: "2", priorityClass: "high"})
 	waitBound(t, c, ns, "urgent", 1)
@@ -104,29 +85,12 @@ func TestPodLevelPreemptionEvictsAllModeUnitsWhole(t *testing.T) {
 // pods, so the single pod is evicted and the gang keeps running.
 func TestPodLevelPreemptionPrefersASinglePodToAUnit(t *testing.T) {
 	c := preemptionCluster(t, nil)
-	ctx := context.Background()
 	rackNodes(t, c, "n", 1, 3, "4", nil)
 	ns := namespace(t, c)
-	for i := 0; i < 3; i++ {
-		p := pinnedFiller(fmt.Sprintf("filler-%d", i), fmt.Sprintf("n-r0-n%d", i), "2")
-		p.Spec.PriorityClassName = "high"
-		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
-	loner := pinnedFiller("loner", "n-r0-n2", "2")
-	loner.Spec.PriorityClassName = "low"
-	_, err := c.Client.CoreV1().Pods(ns).Create(ctx, loner, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createPinnedPods(t, c, ns, append(highFillers(3), pinned{"loner", "n-r0-n2", "2", "low"})...)
 	waitBound(t, c, ns, "filler-", 3)
 	waitBound(t, c, ns, "loner", 1)
-	pg := gangPG("unit", 2)
-	pg.Spec.PriorityClassName = "low"
-	pg.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
-	createPodGroup(t, c, ns, pg)
-	createPods(t, c, ns,
-		member{name: "unit-0", labels: inGroup("unit"), cpu: "2", priorityClass: "low"},
-		member{name: "unit-1", labels: inGroup("unit"), cpu: "2", priorityClass: "low"})
-	waitBound(t, c, ns, "unit-", 2)
+	lowAllModePair(t, c, ns)
 
 	createPods(t, c, ns, member{name: "urgent", cpu: "2", priorityClass: "high"})
 	waitBound(t, c, ns, "urgent", 1)
@@ -169,4 +133,42 @@ func TestCompositePreemptionNeedsItsBasicChildPlaced(t *testing.T) {
 		_, bound := boundPods(t, c, ns)["fits-0"]
 		return len(podNames(t, c, ns, "victim")) == 1 || bound
 	})
+}
+
+// pinned is a pod created on one node with a PriorityClass.
+type pinned struct{ name, node, cpu, class string }
+
+// createPinnedPods creates the pods without waiting for them (createPinned
+// creates one plain pod and waits until it is bound).
+func createPinnedPods(t *testing.T, c *sandbox.Cluster, ns string, pods ...pinned) {
+	t.Helper()
+	for _, f := range pods {
+		p := pinnedFiller(f.name, f.node, f.cpu)
+		p.Spec.PriorityClassName = f.class
+		_, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+}
+
+// highFillers are n high-priority 2-cpu pods, filler-i on n-r0-ni.
+func highFillers(n int) []pinned {
+	var out []pinned
+	for i := 0; i < n; i++ {
+		out = append(out, pinned{fmt.Sprintf("filler-%d", i), fmt.Sprintf("n-r0-n%d", i), "2", "high"})
+	}
+	return out
+}
+
+// lowAllModePair creates the low-priority disruptionMode-all gang "unit"
+// of two 2-cpu members and waits until both are bound.
+func lowAllModePair(t *testing.T, c *sandbox.Cluster, ns string) {
+	t.Helper()
+	pg := gangPG("unit", 2)
+	pg.Spec.PriorityClassName = "low"
+	pg.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
+	createPodGroup(t, c, ns, pg)
+	createPods(t, c, ns,
+		member{name: "unit-0", labels: inGroup("unit"), cpu: "2", priorityClass: "low"},
+		member{name: "unit-1", labels: inGroup("unit"), cpu: "2", priorityClass: "low"})
+	waitBound(t, c, ns, "unit-", 2)
 }

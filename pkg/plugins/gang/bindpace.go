@@ -74,9 +74,6 @@ func (b *bindSlots) release(uid types.UID) {
 	}
 }
 
-// inFlight is the number of slots taken.
-func (b *bindSlots) inFlight() int { return len(b.slots) }
-
 // Bind takes a bind slot for the pod and leaves the binding to the next
 // bind plugin.
 func (pl *Gang) Bind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {

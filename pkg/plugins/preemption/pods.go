@@ -45,10 +45,13 @@ type victimID struct {
 	kind     fwk.EntityKeyType
 }
 
-// unitIndex describes every pod placed in one snapshot. It is built on
-// first use, by whichever dry run needs it first: a pod that may not
-// preempt, or has no candidate node, never pays for it.
+// unitIndex describes every pod placed in one snapshot, and the priority
+// the preemptor compares at. The pods are indexed on first use, by
+// whichever dry run needs them first: a pod that may not preempt, or has
+// no candidate node, never pays for it.
 type unitIndex struct {
+	preemptorPriority int32
+
 	once  sync.Once
 	build func(*unitIndex)
 	byPod map[types.UID]victimID
@@ -97,7 +100,8 @@ func (p *Preemption) preemptPod(ctx context.Context, state fwk.CycleState, pod *
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	state.Write(unitsStateKey, &unitIndex{build: func(idx *unitIndex) {
+	prio, _ := p.preemptorPriority(pod)
+	state.Write(unitsStateKey, &unitIndex{preemptorPriority: prio, build: func(idx *unitIndex) {
 		idx.byPod = map[types.UID]victimID{}
 		idx.members = map[string][]*corev1.Pod{}
 		for _, ni := range infos {
@@ -132,9 +136,7 @@ func (p *Preemption) victimOf(pod *corev1.Pod) victimID {
 	if !grouped || err != nil {
 		return id
 	}
-	// The root's priority is authoritative for grouped pods; a label
-	// group has none of its own, and its members share the pod's.
-	if rp, _, err := groups.ResolvePriority(ch.Root(), p.groups.PriorityClasses); err == nil && ch.Root().Key.Kind != groups.LabelKind {
+	if rp, _, ok := p.rootPriority(ch); ok {
 		id.priority = rp
 	}
 	for _, g := range ch {
@@ -156,15 +158,24 @@ func (p *Preemption) preemptorPriority(pod *corev1.Pod) (int32, corev1.Preemptio
 	if pod.Spec.PreemptionPolicy != nil {
 		policy = *pod.Spec.PreemptionPolicy
 	}
-	ch, grouped, err := p.groups.ChainOf(pod)
-	if !grouped || err != nil || ch.Root().Key.Kind == groups.LabelKind {
-		return podPriority(pod), policy
+	if ch, grouped, err := p.groups.ChainOf(pod); grouped && err == nil {
+		if prio, pol, ok := p.rootPriority(ch); ok {
+			return prio, pol
+		}
+	}
+	return podPriority(pod), policy
+}
+
+// rootPriority is the priority and policy of a chain's root, which are
+// authoritative for every pod under it. ok is false for a label group,
+// which has none of its own (its members share the pod's), and for a root
+// whose PriorityClass cannot be resolved.
+func (p *Preemption) rootPriority(ch groups.Chain) (int32, corev1.PreemptionPolicy, bool) {
+	if ch.Root().Key.Kind == groups.LabelKind {
+		return 0, "", false
 	}
 	prio, pol, err := groups.ResolvePriority(ch.Root(), p.groups.PriorityClasses)
-	if err != nil {
-		return podPriority(pod), policy
-	}
-	return prio, pol
+	return prio, pol, err == nil
 }
 
 // PodEligibleToPreemptOthers applies the group's preemption policy to its
@@ -187,44 +198,42 @@ func (e *podEvaluator) SelectVictimsOnNode(ctx context.Context, state fwk.CycleS
 		return nil, 0, fwk.AsStatus(err)
 	}
 	idx := data.(*unitIndex).get()
-	prio, _ := e.p.preemptorPriority(preemptor)
-	if podPriority(preemptor) != prio {
-		// Upstream compares victims against the pod's own priority.
-		preemptor = preemptor.DeepCopy()
-		preemptor.Spec.Priority = &prio
+	if prio := idx.preemptorPriority; podPriority(preemptor) != prio {
+		// Upstream compares victims against the pod's own priority; a
+		// shallow copy is enough to give it another.
+		cp := *preemptor
+		cp.Spec.Priority = &prio
+		preemptor = &cp
 	}
 
-	var order []string
-	local := map[string][]fwk.PodInfo{}
-	var victims []*upstream.DomainVictim
+	// A victim per pod, except that the members of one all-mode unit on
+	// this node are one victim, removed and reprieved together. Members
+	// elsewhere free nothing on this node: they are added to the answer
+	// below, so the node choice counts their cost.
+	type group struct {
+		id   victimID
+		pods []fwk.PodInfo
+	}
+	var groupsHere []*group
+	byUnit := map[string]*group{}
 	for _, pi := range nodeInfo.GetPods() {
 		id, ok := idx.byPod[pi.GetPod().UID]
 		if !ok {
 			id = e.p.victimOf(pi.GetPod())
 		}
-		if id.unit == "" {
-			v, err := upstream.NewVictim([]fwk.PodInfo{pi}, id.priority, id.kind)
-			if err != nil {
-				return nil, 0, fwk.AsStatus(err)
+		g := byUnit[id.unit]
+		if g == nil || id.unit == "" {
+			g = &group{id: id}
+			groupsHere = append(groupsHere, g)
+			if id.unit != "" {
+				byUnit[id.unit] = g
 			}
-			victims = append(victims, &upstream.DomainVictim{Victim: v})
-			continue
 		}
-		if _, seen := local[id.unit]; !seen {
-			order = append(order, id.unit)
-		}
-		local[id.unit] = append(local[id.unit], pi)
+		g.pods = append(g.pods, pi)
 	}
-	for _, unit := range order {
-		pods := local[unit]
-		id := idx.byPod[pods[0].GetPod().UID]
-		if id.unit == "" {
-			id = e.p.victimOf(pods[0].GetPod())
-		}
-		// The unit's members here are removed and reprieved together.
-		// Members elsewhere free nothing on this node: they are added to
-		// the answer below, so the node choice counts their cost.
-		v, err := upstream.NewVictim(pods, id.priority, id.kind)
+	victims := make([]*upstream.DomainVictim, 0, len(groupsHere))
+	for _, g := range groupsHere {
+		v, err := upstream.NewVictim(g.pods, g.id.priority, g.id.kind)
 		if err != nil {
 			return nil, 0, fwk.AsStatus(err)
 		}
