@@ -21,6 +21,14 @@ type shapeInfo struct {
 	// share is the largest fraction of the biggest node's allocatable one pod
 	// asks for, a cluster-wide measure of how large the shape is.
 	share float64
+
+	// Member-to-member constraints (constraints.go).
+	members []int       // counters a placed pod of the shape adds to
+	limits  []limitInfo // counters that bound where the shape may go
+	nodeCap []int32     // per node, pods the plan may still put there; nil: no caps
+	// shared: a placement changes the counts of other nodes of a domain,
+	// so a count taken earlier in the same placement may be stale.
+	shared bool
 }
 
 // maxCount bounds per-node counts so that a count fits in 32 bits and sums
@@ -102,6 +110,9 @@ func (p *planner) initShapes() {
 		}
 		s.eligible = make([]bool, len(p.nodes))
 		for i, n := range p.nodes {
+			if cap, ok := s.spec.NodeLimit[n.Name]; ok && cap <= 0 {
+				continue
+			}
 			ok := p.tolerates(s.spec, n)
 			if ok && aff != nil {
 				// A parse error in a term means the term does not match,
@@ -151,6 +162,16 @@ func tolerated[L any](match func(L, []corev1.Toleration, *corev1.Taint, bool) bo
 // residuals. For one shape this is exact, which is what makes gang
 // feasibility exact for homogeneous groups.
 func (p *planner) count(s *shapeInfo, n int32) int64 {
+	c := p.roomFor(s, n)
+	if c > 0 && (s.nodeCap != nil || s.limits != nil) {
+		c = p.constrain(s, n, c)
+	}
+	return c
+}
+
+// roomFor is count before member-to-member constraints: what the node's
+// residual resources and pod slots allow.
+func (p *planner) roomFor(s *shapeInfo, n int32) int64 {
 	if !s.eligible[n] {
 		return 0
 	}
@@ -180,6 +201,7 @@ func (p *planner) take(g *gnode, li int, n int32, m int) {
 		row[r.idx] -= int64(m) * r.amt
 	}
 	p.slots[n] -= int64(m)
+	p.tally(s, n, int32(m))
 	for range m {
 		p.log = append(p.log, assignment{pod: g.byShape[li][g.cursor[li]], node: n})
 		g.cursor[li]++
@@ -194,10 +216,12 @@ func (p *planner) rollback(mark int) {
 		g := pi.leaf
 		g.cursor[pi.local]--
 		row := p.free[int(a.node)*p.nres:]
-		for _, r := range p.shapes[g.gshape[pi.local]].reqs {
+		s := p.shapes[g.gshape[pi.local]]
+		for _, r := range s.reqs {
 			row[r.idx] += r.amt
 		}
 		p.slots[a.node]++
+		p.tally(s, a.node, -1)
 	}
 	p.log = p.log[:mark]
 }

@@ -38,7 +38,7 @@ func (e *Infeasible) Error() string {
 }
 
 // leafReason words the failure of a leaf gang in its best domain.
-func leafReason(e *Infeasible, pinned, noDomain bool, scope string, exist, bound, eligible int) string {
+func leafReason(e *Infeasible, pinned, noDomain bool, scope string, exist, bound, eligible int, limits, excluded []string) string {
 	var b strings.Builder
 	switch {
 	case exist < e.Need:
@@ -58,10 +58,19 @@ func leafReason(e *Infeasible, pinned, noDomain bool, scope string, exist, bound
 		fmt.Fprintf(&b, " (%d bound)", bound)
 	}
 	switch {
+	case eligible == 0 && len(excluded) > 0:
+		fmt.Fprintf(&b, " (%s)", strings.Join(excluded, "; "))
 	case eligible == 0:
 		b.WriteString(" (no node there matches the pods' node selector, affinity and tolerations)")
+	case len(limits) > 0:
+		fmt.Fprintf(&b, " (%s)", strings.Join(limits, "; "))
+		if len(excluded) > 0 {
+			fmt.Fprintf(&b, " (%s)", strings.Join(excluded, "; "))
+		}
 	case len(e.Short) > 0:
 		fmt.Fprintf(&b, " (short %s)", formatResources(e.Short))
+	case len(excluded) > 0:
+		fmt.Fprintf(&b, " (%s)", strings.Join(excluded, "; "))
 	default:
 		b.WriteString(" (free capacity is fragmented across nodes)")
 	}

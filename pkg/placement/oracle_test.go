@@ -3,6 +3,7 @@ package placement_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -68,6 +69,9 @@ func oracleMatchesRequirement(n placement.Node, r corev1.NodeSelectorRequirement
 }
 
 func oracleEligible(n placement.Node, s placement.Shape, comparisons bool) bool {
+	if c, ok := s.NodeLimit[n.Name]; ok && c <= 0 {
+		return false
+	}
 	if n.Unschedulable && !oracleTolerates(s.Tolerations, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}, comparisons) {
 		return false
 	}
@@ -133,12 +137,38 @@ func oracleCapacity(nodes []placement.Node, s placement.Shape, limit int, compar
 	total := 0
 	for _, n := range nodes {
 		var extra []placement.Shape
-		for total < limit && oracleFits(n, extra, s, comparisons) {
+		for total < limit && len(extra) < oracleNodeCap(n, s) && oracleFits(n, extra, s, comparisons) {
 			extra = append(extra, s)
 			total++
 		}
 	}
 	return total
+}
+
+// oracleNodeCap is how many pods of s alone node n may take under the
+// shape's per-node limits and node caps.
+func oracleNodeCap(n placement.Node, s placement.Shape) int {
+	c := math.MaxInt
+	if v, ok := s.NodeLimit[n.Name]; ok {
+		c = v
+	}
+	for _, l := range s.Limits {
+		if l.Key == "" && slices.Contains(s.Classes, l.Class) {
+			c = min(c, l.Max)
+		}
+	}
+	return c
+}
+
+// oracleCountable says whether capacity stays additive per node under the
+// shape's constraints: no limit spans several nodes or reads another class.
+func oracleCountable(s placement.Shape) bool {
+	for _, l := range s.Limits {
+		if l.Key != "" || !slices.Contains(s.Classes, l.Class) {
+			return false
+		}
+	}
+	return true
 }
 
 type oracleDomain struct {
@@ -220,7 +250,7 @@ func homogeneousShape(leaves ...*placement.Group) (placement.Shape, bool) {
 	if shape == nil {
 		return placement.Shape{}, true
 	}
-	return *shape, true
+	return *shape, oracleCountable(*shape)
 }
 
 // childMin is the pods a leaf below the root needs to count for its parent:
@@ -422,6 +452,61 @@ func verify(nodes []placement.Node, root *placement.Group, opts placement.Option
 		for r := range asks {
 			if n.Requested[r]+sum[r] > n.Allocatable[r] {
 				return fmt.Errorf("node %s overcommitted on %s: %d+%d > %d", name, r, n.Requested[r], sum[r], n.Allocatable[r])
+			}
+		}
+	}
+
+	// Member limits hold in the final plan: every placed pod with a limit
+	// finds fewer than Max other pods of the class in its domain. Node caps
+	// hold per shape.
+	type placedPod struct {
+		key   string
+		shape placement.Shape
+		node  placement.Node
+	}
+	var placedPods []placedPod
+	for _, key := range keys {
+		placedPods = append(placedPods, placedPod{key, pods[key].shape, byName[plan.Assignments[key]]})
+	}
+	domainOf := func(n placement.Node, key string) (string, bool) {
+		if key == "" {
+			return n.Name, true
+		}
+		v, ok := n.Labels[key]
+		return v, ok
+	}
+	for _, x := range placedPods {
+		for _, l := range x.shape.Limits {
+			d, ok := domainOf(x.node, l.Key)
+			if !ok {
+				continue
+			}
+			lim := l.Max
+			if m, ok := l.PerDomain[d]; ok {
+				lim = m
+			}
+			others := 0
+			for _, y := range placedPods {
+				if y.key == x.key || !slices.Contains(y.shape.Classes, l.Class) {
+					continue
+				}
+				if dy, ok := domainOf(y.node, l.Key); ok && dy == d {
+					others++
+				}
+			}
+			if others > lim-1 {
+				return fmt.Errorf("pod %s in %s=%s beside %d pods of class %s, limit %d", x.key, l.Key, d, others, l.Class, lim)
+			}
+		}
+		if c, ok := x.shape.NodeLimit[x.node.Name]; ok {
+			same := 0
+			for _, y := range placedPods {
+				if y.node.Name == x.node.Name && fmt.Sprint(y.shape) == fmt.Sprint(x.shape) {
+					same++
+				}
+			}
+			if same > c {
+				return fmt.Errorf("node %s holds %d pods of a shape capped at %d there", x.node.Name, same, c)
 			}
 		}
 	}

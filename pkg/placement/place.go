@@ -136,7 +136,19 @@ func (p *planner) placeLeaf(g *gnode, nodes []int32, want int) int {
 			h[0] = h[last]
 			h = h[:last]
 			siftDown(h, 0)
-			m := int(min(int64(k), int64(top>>32)))
+			have := int64(top >> 32)
+			if s.shared {
+				// A placement elsewhere in the node's domain may have used
+				// up a limit since the count was taken; counts only fall.
+				if now := p.count(s, int32(uint32(top))); now < have {
+					if now > 0 {
+						h = append(h, uint64(now)<<32|top&0xffffffff)
+						siftUp(h, len(h)-1)
+					}
+					continue
+				}
+			}
+			m := int(min(int64(k), have))
 			p.take(g, li, int32(uint32(top)), m)
 			k -= m
 			placed += m
@@ -179,6 +191,17 @@ func (p *planner) shapeOrder(g *gnode, nodes []int32) []int {
 	order := slices.Clone(g.order)
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(pressure[b], pressure[a]) })
 	return order
+}
+
+func siftUp(h []uint64, i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if h[parent] <= h[i] {
+			return
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
 }
 
 func siftDown(h []uint64, i int) {
@@ -264,6 +287,20 @@ func (p *planner) leafFailure(g *gnode, c *candidate) *Infeasible {
 		}
 		slots += max(0, p.slots[n])
 	}
+	var limits []string
+	for _, s := range shapes {
+		for _, r := range p.limiting(s, c.nodes) {
+			if !slices.Contains(limits, r) {
+				limits = append(limits, r)
+			}
+		}
+	}
+	var excluded []string
+	for _, s := range shapes {
+		if s.spec.Excluded != "" && !slices.Contains(excluded, s.spec.Excluded) {
+			excluded = append(excluded, s.spec.Excluded)
+		}
+	}
 	p.rollback(mark)
 
 	e, pinned, noDomain := p.describe(g, c)
@@ -278,7 +315,7 @@ func (p *planner) leafFailure(g *gnode, c *candidate) *Infeasible {
 	if pods > slots {
 		e.Short[corev1.ResourcePods] = pods - slots
 	}
-	e.Reason = leafReason(e, pinned, noDomain, p.scope(g), g.bound+g.pending, g.bound, eligible)
+	e.Reason = leafReason(e, pinned, noDomain, p.scope(g), g.bound+g.pending, g.bound, eligible, limits, excluded)
 	return e
 }
 

@@ -52,6 +52,8 @@ type planner struct {
 	pods   []podInfo
 	log    []assignment
 
+	counters []*counter // member-to-member constraint counts (constraints.go)
+
 	caps []int64  // per global shape, scratch for rank
 	heap []uint64 // scratch for placeLeaf
 }
@@ -132,6 +134,7 @@ func newPlanner(t *NodeTable, reserved []Usage, root *Group, opts Options) (*pla
 	}
 	p.initShapes()
 	b.initKeys()
+	p.initConstraints()
 	b.pin()
 	p.prepare(p.root)
 	p.caps = make([]int64, len(p.shapes))
@@ -307,6 +310,9 @@ func (b *builder) shape(s *Shape) (int, error) {
 	fmt.Fprintf(&key, "s:%s;", strings.Join(sel, ","))
 	if s.RequiredAffinity != nil {
 		fmt.Fprintf(&key, "a:%q;", fmt.Sprint(s.RequiredAffinity.NodeSelectorTerms))
+	}
+	if err := constraintKey(&key, s); err != nil {
+		return 0, err
 	}
 	if gs, ok := b.shapeKeys[key.String()]; ok {
 		return gs, nil

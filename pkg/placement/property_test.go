@@ -117,6 +117,26 @@ func genShape(src source, resources int) placement.Shape {
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: rackKey, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"r1"}}},
 		}}}
 	}
+	// Member-to-member constraints. A class keeps one limit everywhere, as
+	// the adapter makes them (a selector, a port, a spread constraint), so
+	// the final plan can be checked without the order of placement.
+	switch src.intn(8) {
+	case 0: // one per node, as a hostname anti-affinity or a host port
+		s.Classes = []string{"one"}
+		s.Limits = []placement.DomainLimit{{Class: "one", Max: 1, Reason: "one per node"}}
+	case 1: // a spread over zones, with room already taken in za
+		s.Classes = []string{"z"}
+		s.Limits = []placement.DomainLimit{{Key: zoneKey, Class: "z", Max: 2, PerDomain: map[string]int{"za": 1}, Reason: "spread"}}
+	case 2: // carries a rack anti-affinity against class S
+		s.Classes = []string{"T"}
+		s.Limits = []placement.DomainLimit{{Key: rackKey, Class: "S", Max: 1, Reason: "anti-affinity"}}
+	case 3: // matches that anti-affinity
+		s.Classes = []string{"S"}
+		s.Limits = []placement.DomainLimit{{Key: rackKey, Class: "T", Max: 1, Reason: "anti-affinity"}}
+	}
+	if chance(src, 6) {
+		s.NodeLimit = map[string]int{fmt.Sprintf("n%d", src.intn(6)): src.intn(2)}
+	}
 	return s
 }
 

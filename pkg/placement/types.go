@@ -33,6 +33,45 @@ type Shape struct {
 	NodeSelector map[string]string
 	// RequiredAffinity is pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.
 	RequiredAffinity *corev1.NodeSelector
+
+	// Classes names the member classes a pod of this shape belongs to:
+	// the label sets that member-to-member constraints of the plan select
+	// (a pod anti-affinity selector, a host port, a spread selector). Class
+	// names are the caller's; they are shared across every group of a plan.
+	Classes []string
+	// Limits are member-to-member constraints: how many pods of a class the
+	// plan may put into one domain before a pod of this shape may no longer
+	// join it. They count only the pods this plan places; constraints
+	// against pods already running reach the planner through NodeLimit.
+	Limits []DomainLimit
+	// NodeLimit caps how many pods of this shape the plan puts on the named
+	// nodes; 0 excludes a node. It carries what the planner does not model
+	// itself: the verdicts of the scheduler's Filter plugins against the
+	// pods already running, and the rejections of earlier plans.
+	NodeLimit map[string]int
+	// Excluded words, for messages, why NodeLimit excludes nodes.
+	Excluded string
+}
+
+// DomainLimit is one member-to-member constraint of a shape. A pod of the
+// shape may join a domain of Key only while fewer than Max pods of Class
+// are planned there. For a shape that belongs to Class itself this bounds
+// its own pods per domain (Max 1: one member per node for a hostname
+// anti-affinity or a host port); for a shape outside Class it keeps the
+// shape out of domains that already hold the class (Max 1: none of them).
+type DomainLimit struct {
+	// Key is a node label key; "" makes every node a domain of its own.
+	// A node without the label is outside the constraint.
+	Key   string
+	Class string
+	Max   int
+	// PerDomain overrides Max for the named domains (label values), e.g.
+	// the room a topology spread constraint leaves once running pods are
+	// counted.
+	PerDomain map[string]int
+	// Reason words the constraint for messages, e.g. "one member per
+	// kubernetes.io/hostname (pod anti-affinity)".
+	Reason string
 }
 
 // Pod is a pending member of a leaf group.

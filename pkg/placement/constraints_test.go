@@ -1,0 +1,143 @@
+package placement_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/phalanx-sched/phalanx/pkg/placement"
+)
+
+func onePerNode(s placement.Shape, class string) placement.Shape {
+	s.Classes = append(s.Classes, class)
+	s.Limits = append(s.Limits, placement.DomainLimit{Class: class, Max: 1, Reason: "one member per kubernetes.io/hostname (pod anti-affinity)"})
+	return s
+}
+
+func cpuNodes(prefix string, count int, milli int64, opts ...nodeOpt) []placement.Node {
+	var out []placement.Node
+	for i := range count {
+		out = append(out, mkNode(fmt.Sprintf("%s-%d", prefix, i), placement.Resources{cpu: milli}, opts...))
+	}
+	return out
+}
+
+func nodesOf(plan *placement.Plan) map[string]int {
+	out := map[string]int{}
+	for _, n := range plan.Assignments {
+		out[n]++
+	}
+	return out
+}
+
+func TestPlanGroupMemberConstraints(t *testing.T) {
+	t.Run("a one-per-node gang takes one node per member where resources would pack them", func(t *testing.T) {
+		g := gang("ns/w", 3, 3, onePerNode(cpuShape(1000), "w"))
+		plan, err := placement.PlanGroup(cpuNodes("n", 3, 32000), g, placement.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{"n-0": 1, "n-1": 1, "n-2": 1}, nodesOf(plan))
+	})
+
+	t.Run("a one-per-node gang larger than the nodes is infeasible and says which constraint", func(t *testing.T) {
+		g := gang("ns/w", 3, 3, onePerNode(cpuShape(1000), "w"))
+		_, err := placement.PlanGroup(cpuNodes("n", 2, 32000), g, placement.Options{})
+		var inf *placement.Infeasible
+		require.True(t, errors.As(err, &inf), "want infeasible, got %v", err)
+		assert.Equal(t, 2, inf.Fits)
+		assert.Contains(t, inf.Reason, "one member per kubernetes.io/hostname (pod anti-affinity)")
+	})
+
+	t.Run("the limit holds across the leaves of a composite that share the class", func(t *testing.T) {
+		a := gang("ns/a", 2, 2, onePerNode(cpuShape(1000), "job"))
+		b := gang("ns/b", 2, 2, onePerNode(cpuShape(2000), "job"))
+		root := composite("ns/job", placement.Gang, 2, "", a, b)
+		plan, err := placement.PlanGroup(cpuNodes("n", 4, 32000), root, placement.Options{})
+		require.NoError(t, err)
+		assert.Len(t, nodesOf(plan), 4, "four members of one class on four nodes")
+	})
+
+	t.Run("a shape outside the class stays out of domains that hold it", func(t *testing.T) {
+		// The driver carries rack anti-affinity against workers; workers
+		// carry the symmetric term, as the adapter builds it.
+		worker := cpuShape(1000)
+		worker.Classes = []string{"worker"}
+		worker.Limits = []placement.DomainLimit{{Key: rackKey, Class: "driver", Max: 1}}
+		driver := cpuShape(1000)
+		driver.Classes = []string{"driver"}
+		driver.Limits = []placement.DomainLimit{{Key: rackKey, Class: "worker", Max: 1}}
+		w := gang("ns/w", 2, 2, worker)
+		d := gang("ns/d", 1, 1, driver)
+		nodes := concat(cpuNodes("r1", 2, 32000, at("z", "r1")), cpuNodes("r2", 2, 32000, at("z", "r2")))
+		plan, err := placement.PlanGroup(nodes, composite("ns/job", placement.Gang, 2, "", w, d), placement.Options{})
+		require.NoError(t, err)
+		racks := map[string]string{}
+		for _, n := range nodes {
+			racks[n.Name] = n.Labels[rackKey]
+		}
+		driverRack := racks[plan.Assignments["ns/d-0"]]
+		for _, k := range []string{"ns/w-0", "ns/w-1"} {
+			assert.NotEqual(t, driverRack, racks[plan.Assignments[k]], "worker %s shares the driver's rack", k)
+		}
+	})
+
+	t.Run("a zone spread limit spreads the gang and counts the room running pods took", func(t *testing.T) {
+		s := cpuShape(1000)
+		s.Classes = []string{"spread"}
+		// maxSkew 1 with za already one pod ahead: za takes nothing more
+		// until the others catch up, zb and zc take one each.
+		s.Limits = []placement.DomainLimit{{Key: zoneKey, Class: "spread", Max: 1, PerDomain: map[string]int{"za": 0}, Reason: "topology spread on " + zoneKey}}
+		nodes := concat(cpuNodes("a", 2, 32000, at("za", "")), cpuNodes("b", 2, 32000, at("zb", "")), cpuNodes("c", 2, 32000, at("zc", "")))
+		plan, err := placement.PlanGroup(nodes, gang("ns/s", 2, 2, s), placement.Options{})
+		require.NoError(t, err)
+		zones := map[string]int{}
+		for _, n := range plan.Assignments {
+			zones[n[:1]]++
+		}
+		assert.Equal(t, map[string]int{"b": 1, "c": 1}, zones)
+
+		_, err = placement.PlanGroup(nodes, gang("ns/s", 3, 3, s), placement.Options{})
+		var inf *placement.Infeasible
+		require.True(t, errors.As(err, &inf), "want infeasible, got %v", err)
+		assert.Contains(t, inf.Reason, "topology spread on "+zoneKey)
+	})
+
+	t.Run("node limits exclude nodes and cap others, and the exclusion is explained", func(t *testing.T) {
+		s := cpuShape(1000)
+		s.NodeLimit = map[string]int{"n-0": 0, "n-1": 2}
+		s.Excluded = "1 node rejected by the scheduler's filters: node(s) had volume node affinity conflict"
+		plan, err := placement.PlanGroup(cpuNodes("n", 2, 32000), gang("ns/g", 2, 3, s), placement.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{"n-1": 2}, nodesOf(plan))
+		assert.Equal(t, []string{"ns/g-2"}, plan.Unplaced)
+
+		s.NodeLimit = map[string]int{"n-0": 0, "n-1": 0}
+		_, err = placement.PlanGroup(cpuNodes("n", 2, 32000), gang("ns/g", 2, 3, s), placement.Options{})
+		var inf *placement.Infeasible
+		require.True(t, errors.As(err, &inf), "want infeasible, got %v", err)
+		assert.Contains(t, inf.Reason, "volume node affinity conflict")
+	})
+
+	t.Run("shapes that differ only in their constraints are not merged", func(t *testing.T) {
+		free := cpuShape(1000)
+		limited := onePerNode(cpuShape(1000), "x")
+		g := &placement.Group{Name: "ns/g", Policy: placement.Gang, MinCount: 4, Shapes: []placement.Shape{free, limited}}
+		for i := range 4 {
+			g.Pending = append(g.Pending, placement.Pod{Key: fmt.Sprintf("p%d", i), Shape: i % 2})
+		}
+		plan, err := placement.PlanGroup(cpuNodes("n", 2, 32000), g, placement.Options{})
+		require.NoError(t, err)
+		assert.NotEqual(t, plan.Assignments["p1"], plan.Assignments["p3"], "the limited pods share a node")
+	})
+
+	t.Run("invalid limits are input errors", func(t *testing.T) {
+		s := cpuShape(1000)
+		s.Limits = []placement.DomainLimit{{Max: 1}}
+		_, err := placement.PlanGroup(cpuNodes("n", 1, 32000), gang("ns/g", 1, 1, s), placement.Options{})
+		require.Error(t, err)
+		var inf *placement.Infeasible
+		assert.False(t, errors.As(err, &inf))
+	})
+}
