@@ -55,8 +55,10 @@ func constraintKey(key *strings.Builder, s *Shape) error {
 			fmt.Fprintf(key, "%q=%d,", d, l.PerDomain[d])
 		}
 	}
-	for _, n := range slices.Sorted(maps.Keys(s.NodeLimit)) {
-		fmt.Fprintf(key, "n:%q=%d;", n, s.NodeLimit[n])
+	if s.NodeLimit != nil {
+		// Node limits can list thousands of nodes; shapes holding the same
+		// map share it, and equal maps built apart only cost sharing.
+		fmt.Fprintf(key, "n:%p;", s.NodeLimit)
 	}
 	fmt.Fprintf(key, "x:%q;", s.Excluded)
 	return nil

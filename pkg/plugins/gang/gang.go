@@ -25,6 +25,7 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -181,7 +182,12 @@ func (pl *Gang) explainOnLeaf(pod *corev1.Pod, err error) {
 }
 
 // PreFilter validates the group as a whole.
-func (pl *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if probe.Is(state) {
+		// The topology plugin asks the profile's filters about a copy of
+		// a member; there is nothing to validate or hold.
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	ch, grouped, err := pl.groups.ChainOf(pod)
 	if !grouped {
 		return nil, fwk.NewStatus(fwk.Skip)

@@ -217,8 +217,35 @@ func PodKey(p *corev1.Pod) string { return string(p.UID) }
 // reserved or bound are fixed (they pin the domain and count toward
 // quorum); pending members are to be placed. It also returns the UIDs of
 // every member, so their own nominations are not counted against them.
+// It models no pod-level constraints; BuildInput does.
 func PlanInput(t *groups.Tree) (*placement.Group, map[types.UID]bool) {
+	g, uids, _ := BuildInput(t, nil)
+	return g, uids
+}
+
+// BuildInput is PlanInput with the constraints the scheduler's filters
+// enforce (see Constraints). Shapes then also differ by the member classes
+// their pods belong to and the constraints they carry. The error comes
+// from a probe that could not run.
+func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID]bool, error) {
 	uids := map[types.UID]bool{}
+	pt := &planTerms{byPod: map[*corev1.Pod]podTerms{}, ports: map[string]bool{}}
+	if c != nil {
+		pt.existing = existingAntiAffinity(c.Nodes)
+		var walk func(*groups.Tree)
+		walk = func(t *groups.Tree) {
+			for _, m := range t.Members {
+				if m.State == groups.Pending {
+					pt.add(m.Pod)
+				}
+			}
+			for _, ch := range t.Children {
+				walk(ch)
+			}
+		}
+		walk(t)
+	}
+	var firstErr error
 	var build func(t *groups.Tree) *placement.Group
 	build = func(t *groups.Tree) *placement.Group {
 		g := &placement.Group{Name: t.Key.String(), TopologyKey: t.TopologyKey, Policy: placement.Basic}
@@ -243,16 +270,32 @@ func PlanInput(t *groups.Tree) (*placement.Group, map[types.UID]bool) {
 				}
 			case groups.Pending:
 				k := shapeKey(m.Pod)
+				if c != nil {
+					k += "#" + pt.signature(c, m.Pod)
+				}
 				idx, ok := shapes[k]
 				if !ok {
 					idx = len(g.Shapes)
 					shapes[k] = idx
-					g.Shapes = append(g.Shapes, shapeOf(m.Pod))
+					shape := shapeOf(m.Pod)
+					if c != nil {
+						if err := c.constrain(t, pt, k, m.Pod, &shape); err != nil && firstErr == nil {
+							firstErr = err
+						}
+						if g.TopologyKey == "" {
+							g.TopologyKey = selfAffinityKey(pt, m.Pod, c)
+						}
+					}
+					g.Shapes = append(g.Shapes, shape)
 				}
 				g.Pending = append(g.Pending, placement.Pod{Key: PodKey(m.Pod), Shape: idx})
 			}
 		}
 		return g
 	}
-	return build(t), uids
+	g := build(t)
+	if firstErr != nil {
+		return nil, nil, firstErr
+	}
+	return g, uids, nil
 }

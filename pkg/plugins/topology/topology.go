@@ -23,15 +23,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -121,7 +124,23 @@ type Topology struct {
 	mu    sync.Mutex
 	plans map[groups.Key]*plan
 	nodes SnapshotNodes
+	// rejected remembers, per hierarchy root, the planned nodes the
+	// profile's Filter refused members on, so no plan repeats them.
+	rejected map[groups.Key]map[string]map[string]rejection
+
+	prober   *probe.Prober
+	probeAll func() bool
+	nsLister corelisters.NamespaceLister
 }
+
+type rejection struct {
+	Rejection
+	at time.Time
+}
+
+// rejectionTTL bounds how long a refused node stays out of a group's plans:
+// the pod that blocked it may leave.
+const rejectionTTL = 2 * time.Minute
 
 var (
 	_ fwk.PreFilterPlugin   = &Topology{}
@@ -145,7 +164,14 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	t := &Topology{handle: h, groups: fed, status: w, args: args, opts: opts, plans: map[groups.Key]*plan{}}
+	t := &Topology{
+		handle: h, groups: fed, status: w, args: args, opts: opts,
+		plans:    map[groups.Key]*plan{},
+		rejected: map[groups.Key]map[string]map[string]rejection{},
+		prober:   probe.New(h, names.NodeUnschedulable, names.NodeName, names.TaintToleration, names.NodeAffinity, names.NodeResourcesFit),
+		probeAll: sync.OnceValue(func() bool { return unknownFilters(h) }),
+		nsLister: h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
+	}
 	fed.Subscribe(t.groupChanged)
 	return t, nil
 }
@@ -180,6 +206,9 @@ func (t *Topology) rootOf(pod *corev1.Pod) (groups.Key, bool) {
 // PreFilter narrows a member to its planned node, planning the group first
 // when needed.
 func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if probe.Is(state) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	root, ok := t.rootOf(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -246,10 +275,13 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	input, members := PlanInput(tree)
 	infos, err := t.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("list snapshot nodes: %w", err))
+	}
+	input, members, err := BuildInput(tree, t.constraints(ctx, root, infos))
+	if err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("plan group %s: %w", root, err))
 	}
 	table, reserved, err := t.nodes.Table(infos, t.handle.NominatedPodsForNode, members)
 	if err != nil {
@@ -380,6 +412,9 @@ func (t *Topology) reportInfeasible(tree *groups.Tree, inf *placement.Infeasible
 // for members scheduled while their plan changed, and the guard that keeps
 // pod-level preemption inside the group's domain.
 func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	if probe.Is(state) {
+		return nil
+	}
 	ch, grouped, err := t.groups.ChainOf(pod)
 	if !grouped || err != nil {
 		return nil
@@ -410,13 +445,19 @@ func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *corev1.P
 }
 
 // PostFilter drops the plan of a member that could not be placed: the
-// snapshot moved on, and the group must re-plan as a whole.
-func (t *Topology) PostFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+// snapshot moved on, and the group must re-plan as a whole. When the
+// profile's Filter refused the member on its planned node for something
+// the plan did not see, the node is remembered for the member's shape, so
+// the next plan does not repeat the rejection.
+func (t *Topology) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	if root, ok := t.rootOf(pod); ok {
 		t.mu.Lock()
 		p := t.plans[root]
 		t.mu.Unlock()
 		if p != nil && p.infeasible == nil {
+			if node, planned := p.assignments[PodKey(pod)]; planned {
+				t.recordRejection(ctx, root, pod, node, statuses.Get(node))
+			}
 			t.drop(root)
 		}
 	}

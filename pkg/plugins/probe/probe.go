@@ -1,0 +1,242 @@
+// Package probe asks the scheduler profile's own Filter plugins where a pod
+// of a group could go, before the group is planned.
+//
+// The planner models resources, node selection, taints and the constraints
+// among a group's own members. Everything else the profile enforces (pod
+// anti-affinity of running pods, affinity to running pods, host ports
+// already taken, volume topology and attach limits, DRA claims, topology
+// spread against running pods, out-of-tree filters) is left to the
+// profile: a probe runs its PreFilter and Filter plugins for a copy of one
+// member per shape against every node of the snapshot, and the planner
+// consumes the verdicts as per-node eligibility. The copy asks for no
+// resources, so a node fails only for something the planner does not
+// count itself.
+//
+// Phalanx's own plugins stand aside in a probe cycle (Is), so a probe
+// never plans, validates or reserves anything. Verdicts are cached per
+// probe key and reused for a node while its NodeInfo generation stays the
+// same; for pods whose constraints reach across nodes (a zone-wide term, a
+// spread), any change of the snapshot discards them.
+package probe
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// stateKey marks a probe's CycleState.
+const stateKey fwk.StateKey = "phalanx.dev/probe"
+
+type marker struct{}
+
+func (marker) Clone() fwk.StateData { return marker{} }
+
+// Is reports whether state belongs to a probe cycle; Phalanx's plugins
+// return Skip from PreFilter then.
+func Is(state fwk.CycleState) bool {
+	if state == nil {
+		return false
+	}
+	_, err := state.Read(stateKey)
+	return err == nil
+}
+
+// runner is what a probe needs of the framework: the profile's PreFilter
+// and Filter plugins. The framework handle passed to plugins implements it.
+type runner interface {
+	RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *corev1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string])
+	RunFilterPlugins(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, info fwk.NodeInfo) *fwk.Status
+	Parallelizer() fwk.Parallelizer
+}
+
+// Verdicts are the nodes a probed pod may not use, with the reason of each.
+type Verdicts map[string]string
+
+// Summary words the verdicts for a group condition: how many nodes each
+// reason excluded, most frequent first.
+func (v Verdicts) Summary() string {
+	if len(v) == 0 {
+		return ""
+	}
+	count := map[string]int{}
+	for _, r := range v {
+		count[r]++
+	}
+	reasons := slices.Collect(maps.Keys(count))
+	sort.Slice(reasons, func(i, j int) bool {
+		if count[reasons[i]] != count[reasons[j]] {
+			return count[reasons[i]] > count[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	parts := make([]string, 0, len(reasons))
+	for _, r := range reasons {
+		parts = append(parts, fmt.Sprintf("%d rejected by %s", count[r], r))
+	}
+	return "nodes excluded by the scheduler's filters: " + strings.Join(parts, "; ")
+}
+
+type entry struct {
+	gens     map[string]int64
+	verdicts Verdicts
+	global   int64 // snapshot fingerprint, for cross-node pods
+}
+
+// Prober runs and caches probes. It is safe for concurrent use.
+type Prober struct {
+	handle fwk.Handle
+	// modelled are plugins whose refusals the caller computes itself (node
+	// selection, taints, room): their verdicts are not reported, so they
+	// do not crowd the reasons that matter out of a message.
+	modelled sets.Set[string]
+
+	mu    sync.Mutex
+	cache map[string]*entry
+}
+
+// New makes a prober over the profile behind h. Refusals by the modelled
+// plugins are left out of the verdicts.
+func New(h fwk.Handle, modelled ...string) *Prober {
+	return &Prober{handle: h, modelled: sets.New(modelled...), cache: map[string]*entry{}}
+}
+
+// maxEntries bounds the cache: a probe key is one pod shape of one group,
+// and groups come and go.
+const maxEntries = 4096
+
+// Nodes returns the verdicts of the profile's filters for pod on every node
+// of infos. key identifies pods that share every field the filters read;
+// crossNode says the verdict of one node can change with another node's
+// pods (zone-wide terms, spread), so only an unchanged snapshot reuses it.
+func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos []fwk.NodeInfo, crossNode bool) (Verdicts, error) {
+	r, ok := p.handle.(runner)
+	if !ok {
+		return nil, fmt.Errorf("the framework handle cannot run the profile's filters")
+	}
+	var global int64
+	for _, ni := range infos {
+		global += ni.GetGeneration()
+	}
+	p.mu.Lock()
+	old := p.cache[key]
+	p.mu.Unlock()
+	if old != nil && crossNode && old.global != global {
+		old = nil
+	}
+
+	probe := resourceFree(pod)
+	state := framework.NewCycleState()
+	state.Write(stateKey, marker{})
+	pre, st, _ := r.RunPreFilterPlugins(ctx, state, probe)
+	out := &entry{gens: make(map[string]int64, len(infos)), verdicts: Verdicts{}, global: global}
+	if !st.IsSuccess() && !st.IsSkip() {
+		if st.Code() == fwk.Error {
+			return nil, fmt.Errorf("probe PreFilter for %s: %w", pod.Name, st.AsError())
+		}
+		// The profile rejects the pod before any node is looked at (a
+		// missing claim, a PVC that does not exist).
+		reason := describe(st)
+		for _, ni := range infos {
+			if n := ni.Node(); n != nil {
+				out.verdicts[n.Name] = reason
+			}
+		}
+		p.store(key, out)
+		return out.verdicts, nil
+	}
+
+	results := make([]string, len(infos))
+	check := func(i int) {
+		ni := infos[i]
+		n := ni.Node()
+		if n == nil {
+			return
+		}
+		if old != nil {
+			if g, ok := old.gens[n.Name]; ok && g == ni.GetGeneration() {
+				results[i] = old.verdicts[n.Name]
+				return
+			}
+		}
+		if pre != nil && !pre.AllNodes() && !pre.NodeNames.Has(n.Name) {
+			results[i] = "PreFilter: node is not among the nodes the pod may use"
+			return
+		}
+		if st := r.RunFilterPlugins(ctx, state, probe, ni); !st.IsSuccess() && !p.modelled.Has(st.Plugin()) {
+			results[i] = describe(st)
+		}
+	}
+	r.Parallelizer().Until(ctx, len(infos), func(i int) { check(i) }, "phalanxProbe")
+	for i, ni := range infos {
+		n := ni.Node()
+		if n == nil {
+			continue
+		}
+		out.gens[n.Name] = ni.GetGeneration()
+		if results[i] != "" {
+			out.verdicts[n.Name] = results[i]
+		}
+	}
+	p.store(key, out)
+	return out.verdicts, nil
+}
+
+func (p *Prober) store(key string, e *entry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.cache) >= maxEntries {
+		clear(p.cache)
+	}
+	p.cache[key] = e
+}
+
+// Forget drops the cached verdicts of keys with the given prefix, e.g. a
+// group that is gone.
+func (p *Prober) Forget(prefix string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.cache {
+		if strings.HasPrefix(k, prefix) {
+			delete(p.cache, k)
+		}
+	}
+}
+
+func describe(st *fwk.Status) string {
+	reasons := strings.Join(st.Reasons(), ", ")
+	if st.Plugin() == "" {
+		return reasons
+	}
+	return st.Plugin() + ": " + reasons
+}
+
+// resourceFree is a copy of pod that asks for no resources and has a UID of
+// its own, so the profile judges everything but room: room is the
+// planner's, counted with what the rest of the group takes.
+func resourceFree(pod *corev1.Pod) *corev1.Pod {
+	c := pod.DeepCopy()
+	c.UID = types.UID(string(pod.UID) + "-probe")
+	c.Spec.NodeName = ""
+	c.Spec.Overhead = nil
+	c.Spec.Resources = nil
+	strip := func(cs []corev1.Container) {
+		for i := range cs {
+			cs[i].Resources.Requests = nil
+			cs[i].Resources.Limits = nil
+		}
+	}
+	strip(c.Spec.Containers)
+	strip(c.Spec.InitContainers)
+	return c
+}

@@ -1,0 +1,482 @@
+package topology
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
+)
+
+// Constraints turns what the scheduler's Filter plugins would enforce on a
+// group's pods into planner input. Constraints among the group's own
+// pending members become placement.DomainLimits on member classes, which
+// the planner counts as it places; constraints against everything already
+// in the cluster come from a probe of the profile's filters, as node
+// limits. A nil Constraints plans on resources, selection and taints only.
+type Constraints struct {
+	// Nodes is the snapshot the plan is made against.
+	Nodes []fwk.NodeInfo
+	// NamespaceLabels returns a namespace's labels, for terms with a
+	// namespaceSelector; nil treats every namespace as unlabelled.
+	NamespaceLabels func(ns string) labels.Set
+	// Probe runs the profile's filters for a representative pod of a
+	// shape; nil skips it (tests, and callers that only need member
+	// constraints).
+	Probe func(key string, pod *corev1.Pod, crossNode bool) (probe.Verdicts, error)
+	// Rejected returns what earlier plans of the group learnt the hard way:
+	// per node, how many pods of the shape it held when the scheduler's
+	// Filter rejected the next one, and why.
+	Rejected func(shape string) map[string]Rejection
+	// ProbeAll says the profile runs filters Phalanx does not know, so
+	// every shape is probed.
+	ProbeAll bool
+}
+
+// Rejection is a planned node the scheduler's Filter refused a member on.
+type Rejection struct {
+	Cap    int // pods of the shape the node held then
+	Reason string
+}
+
+// podTerms are the constraints one pod carries, parsed once.
+type podTerms struct {
+	anti     []term
+	affinity []term
+	ports    []string
+	spread   []spreadTerm
+	// probe: something the profile's filters judge against the cluster.
+	probe     bool
+	crossNode bool
+}
+
+type term struct {
+	id string
+	fwk.AffinityTerm
+}
+
+type spreadTerm struct {
+	id       string
+	c        corev1.TopologySpreadConstraint
+	selector labels.Selector
+	ns       string
+}
+
+func (c *Constraints) nsLabels(ns string) labels.Set {
+	if c == nil || c.NamespaceLabels == nil {
+		return nil
+	}
+	return c.NamespaceLabels(ns)
+}
+
+// termsOf parses a pod's constraints. A term the framework cannot parse is
+// left to the profile's filters, which reject the pod with the parse error.
+func termsOf(pod *corev1.Pod) podTerms {
+	var t podTerms
+	pi, err := framework.NewPodInfo(pod)
+	if err != nil {
+		t.probe = true
+		return t
+	}
+	for i, at := range pi.GetRequiredAntiAffinityTerms() {
+		t.anti = append(t.anti, term{id: termID(pod, "anti", i), AffinityTerm: at})
+	}
+	for i, at := range pi.GetRequiredAffinityTerms() {
+		t.affinity = append(t.affinity, term{id: termID(pod, "aff", i), AffinityTerm: at})
+	}
+	for _, at := range append(t.anti, t.affinity...) {
+		if at.TopologyKey != corev1.LabelHostname {
+			t.crossNode = true
+		}
+	}
+	t.ports = hostPorts(pod)
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable != corev1.DoNotSchedule {
+			continue
+		}
+		sel, err := spreadSelector(pod, c)
+		if err != nil {
+			t.probe = true
+			continue
+		}
+		t.spread = append(t.spread, spreadTerm{id: fmt.Sprintf("%s|%s|%s", pod.Namespace, c.TopologyKey, sel), c: c, selector: sel, ns: pod.Namespace})
+		t.crossNode = true
+	}
+	t.probe = t.probe || len(t.anti) > 0 || len(t.affinity) > 0 || len(t.ports) > 0 || len(t.spread) > 0 || needsVolumesOrClaims(pod)
+	return t
+}
+
+// termID names a term by its content and the namespace that owns it, so
+// members carrying the same term share its classes.
+func termID(pod *corev1.Pod, kind string, i int) string {
+	var terms []corev1.PodAffinityTerm
+	if a := pod.Spec.Affinity; a != nil {
+		if kind == "anti" && a.PodAntiAffinity != nil {
+			terms = a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		}
+		if kind == "aff" && a.PodAffinity != nil {
+			terms = a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		}
+	}
+	if i < len(terms) {
+		return fmt.Sprintf("%s|%s|%s", kind, pod.Namespace, terms[i].String())
+	}
+	return fmt.Sprintf("%s|%s|%d", kind, pod.Namespace, i)
+}
+
+// hostPorts lists "protocol/port" for every host port the pod takes,
+// including the container ports hostNetwork turns into host ports. The
+// host IP is ignored: two members asking for one port on different IPs of
+// a node are kept apart, which costs a node where the NodePorts filter
+// would allow one, and never the other way round.
+func hostPorts(pod *corev1.Pod) []string {
+	var out []string
+	add := func(cs []corev1.Container, sidecarsOnly bool) {
+		for _, c := range cs {
+			if sidecarsOnly && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+				continue
+			}
+			for _, p := range c.Ports {
+				port := p.HostPort
+				if port == 0 && pod.Spec.HostNetwork {
+					port = p.ContainerPort
+				}
+				if port <= 0 {
+					continue
+				}
+				proto := p.Protocol
+				if proto == "" {
+					proto = corev1.ProtocolTCP
+				}
+				out = append(out, fmt.Sprintf("%s/%d", proto, port))
+			}
+		}
+	}
+	add(pod.Spec.Containers, false)
+	add(pod.Spec.InitContainers, true)
+	return out
+}
+
+func needsVolumesOrClaims(pod *corev1.Pod) bool {
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return true
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// spreadSelector is the constraint's selector with matchLabelKeys merged
+// in from the pod's own labels, as the PodTopologySpread filter reads it.
+func spreadSelector(pod *corev1.Pod, c corev1.TopologySpreadConstraint) (labels.Selector, error) {
+	sel := c.LabelSelector
+	if len(c.MatchLabelKeys) > 0 {
+		sel = sel.DeepCopy()
+		if sel == nil {
+			sel = &metav1.LabelSelector{}
+		}
+		for _, k := range c.MatchLabelKeys {
+			if v, ok := pod.Labels[k]; ok {
+				sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpIn, Values: []string{v}})
+			}
+		}
+	}
+	if sel == nil {
+		return labels.Nothing(), nil
+	}
+	return metav1.LabelSelectorAsSelector(sel)
+}
+
+// planTerms is every constraint the pending members of one plan carry.
+type planTerms struct {
+	anti   []term
+	spread []spreadTerm
+	ports  map[string]bool
+	byPod  map[*corev1.Pod]podTerms
+	// existing: running pods whose required anti-affinity a member may
+	// match, which only a probe sees.
+	existing []term
+}
+
+func (pt *planTerms) add(pod *corev1.Pod) {
+	t := termsOf(pod)
+	pt.byPod[pod] = t
+	for _, a := range t.anti {
+		if !hasTerm(pt.anti, a.id) {
+			pt.anti = append(pt.anti, a)
+		}
+	}
+	for _, s := range t.spread {
+		if !hasSpread(pt.spread, s.id) {
+			pt.spread = append(pt.spread, s)
+		}
+	}
+	for _, p := range t.ports {
+		pt.ports[p] = true
+	}
+}
+
+func hasTerm(ts []term, id string) bool {
+	for _, t := range ts {
+		if t.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+func hasSpread(ts []spreadTerm, id string) bool {
+	for _, t := range ts {
+		if t.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// signature is the part of a pod's shape key that member constraints add:
+// the classes it belongs to and the constraints it carries. Pods of one
+// template share it, so shapes stay few.
+func (pt *planTerms) signature(c *Constraints, pod *corev1.Pod) string {
+	t := pt.byPod[pod]
+	if len(pt.anti) == 0 && len(pt.spread) == 0 && len(pt.ports) == 0 && !t.probe && len(pt.existing) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	ns := c.nsLabels(pod.Namespace)
+	for i, a := range pt.anti {
+		if a.Matches(pod, ns) {
+			fmt.Fprintf(&b, "m%d,", i)
+		}
+		if hasTerm(t.anti, a.id) {
+			fmt.Fprintf(&b, "c%d,", i)
+		}
+	}
+	for i, s := range pt.spread {
+		if s.ns == pod.Namespace && s.selector.Matches(labels.Set(pod.Labels)) {
+			fmt.Fprintf(&b, "s%d,", i)
+		}
+	}
+	for i, e := range pt.existing {
+		if e.Matches(pod, ns) {
+			fmt.Fprintf(&b, "e%d,", i)
+		}
+	}
+	if t.probe {
+		// The profile's verdicts depend on the pod's own constraints.
+		a := pod.Spec.Affinity
+		if a != nil {
+			fmt.Fprintf(&b, "|%v|%v", a.PodAffinity, a.PodAntiAffinity)
+		}
+		fmt.Fprintf(&b, "|%v|%v", pod.Spec.TopologySpreadConstraints, t.ports)
+		for _, v := range pod.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+				fmt.Fprintf(&b, "|v:%s", v.Name)
+			}
+		}
+		fmt.Fprintf(&b, "|%v", pod.Spec.ResourceClaims)
+	}
+	return b.String()
+}
+
+// limits fills a shape's classes and member limits from its representative.
+func (pt *planTerms) limits(c *Constraints, rep *corev1.Pod, s *placement.Shape) {
+	t := pt.byPod[rep]
+	ns := c.nsLabels(rep.Namespace)
+	for _, a := range pt.anti {
+		carries := hasTerm(t.anti, a.id)
+		matches := a.Matches(rep, ns)
+		reason := fmt.Sprintf("pod anti-affinity among members: at most one per %s", a.TopologyKey)
+		if carries {
+			s.Classes = append(s.Classes, "carries:"+a.id)
+			s.Limits = append(s.Limits, placement.DomainLimit{Key: a.TopologyKey, Class: "matches:" + a.id, Max: 1, Reason: reason})
+		}
+		if matches {
+			s.Classes = append(s.Classes, "matches:"+a.id)
+			s.Limits = append(s.Limits, placement.DomainLimit{Key: a.TopologyKey, Class: "carries:" + a.id, Max: 1, Reason: reason})
+		}
+	}
+	for _, p := range t.ports {
+		class := "port:" + p
+		if !containsString(s.Classes, class) {
+			s.Classes = append(s.Classes, class)
+			s.Limits = append(s.Limits, placement.DomainLimit{Class: class, Max: 1, Reason: fmt.Sprintf("host port %s: one member per node", p)})
+		}
+	}
+	for _, sp := range pt.spread {
+		if sp.ns == rep.Namespace && sp.selector.Matches(labels.Set(rep.Labels)) {
+			s.Classes = append(s.Classes, "spread:"+sp.id)
+		}
+	}
+	for _, sp := range t.spread {
+		s.Limits = append(s.Limits, c.spreadLimit(rep, sp, containsString(s.Classes, "spread:"+sp.id)))
+	}
+}
+
+func containsString(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// spreadLimit bounds what the plan may add per domain so that every
+// member, in whatever order the scheduler takes them, passes the
+// PodTopologySpread filter: a domain may end up at most maxSkew above the
+// least loaded domain as it stands before the plan. That bound is exact
+// when the gang is no larger than maxSkew times the domains, and keeps a
+// larger gang from being planned into a skew the filter would refuse
+// (docs/user-guide.md, topology spread).
+func (c *Constraints) spreadLimit(rep *corev1.Pod, sp spreadTerm, self bool) placement.DomainLimit {
+	key := sp.c.TopologyKey
+	counts := map[string]int{}
+	var aff nodeaffinity.RequiredNodeAffinity
+	honorAffinity := sp.c.NodeAffinityPolicy == nil || *sp.c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor
+	if honorAffinity {
+		aff = nodeaffinity.GetRequiredNodeAffinity(rep)
+	}
+	if c != nil {
+		for _, ni := range c.Nodes {
+			n := ni.Node()
+			if n == nil {
+				continue
+			}
+			v, ok := n.Labels[key]
+			if !ok {
+				continue
+			}
+			if honorAffinity {
+				if match, _ := aff.Match(n); !match {
+					continue
+				}
+			}
+			if _, seen := counts[v]; !seen {
+				counts[v] = 0
+			}
+			for _, pi := range ni.GetPods() {
+				p := pi.GetPod()
+				if p.Namespace == sp.ns && p.DeletionTimestamp == nil && sp.selector.Matches(labels.Set(p.Labels)) {
+					counts[v]++
+				}
+			}
+		}
+	}
+	minCount := 0
+	first := true
+	for _, n := range counts {
+		if first || n < minCount {
+			minCount, first = n, false
+		}
+	}
+	if sp.c.MinDomains != nil && len(counts) < int(*sp.c.MinDomains) {
+		minCount = 0
+	}
+	skew := int(sp.c.MaxSkew)
+	extra := 0
+	if !self {
+		// A carrier outside its own selector adds nothing to the counts;
+		// it may join while the domain is at most maxSkew above the least.
+		extra = 1
+	}
+	l := placement.DomainLimit{
+		Key:       key,
+		Class:     "spread:" + sp.id,
+		Max:       skew + minCount + extra,
+		PerDomain: map[string]int{},
+		Reason:    fmt.Sprintf("topology spread on %s: at most maxSkew %d above the least loaded domain", key, skew),
+	}
+	for v, n := range counts {
+		l.PerDomain[v] = max(0, skew+minCount+extra-n)
+	}
+	return l
+}
+
+// existingAntiAffinity lists the distinct required anti-affinity terms of
+// pods already on nodes. A member that matches one may not join its
+// domain; only a probe knows where that is, so such members are probed.
+func existingAntiAffinity(infos []fwk.NodeInfo) []term {
+	var out []term
+	seen := map[string]bool{}
+	for _, ni := range infos {
+		for _, pi := range ni.GetPodsWithRequiredAntiAffinity() {
+			pod := pi.GetPod()
+			for i, at := range pi.GetRequiredAntiAffinityTerms() {
+				id := termID(pod, "anti", i)
+				if !seen[id] {
+					seen[id] = true
+					out = append(out, term{id: id, AffinityTerm: at})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// constrain completes shape s of representative rep: member classes and
+// limits, the probe's verdicts on the rest of the cluster, and the nodes
+// earlier plans were refused on.
+func (c *Constraints) constrain(t *groups.Tree, pt *planTerms, key string, rep *corev1.Pod, s *placement.Shape) error {
+	pt.limits(c, rep, s)
+	terms := pt.byPod[rep]
+	needProbe, cross := terms.probe || c.ProbeAll, terms.crossNode
+	ns := c.nsLabels(rep.Namespace)
+	for _, e := range pt.existing {
+		if e.Matches(rep, ns) {
+			needProbe = true
+			cross = cross || e.TopologyKey != corev1.LabelHostname
+		}
+	}
+	var notes []string
+	if needProbe && c.Probe != nil {
+		v, err := c.Probe(t.Key.String()+"#"+key, rep, cross)
+		if err != nil {
+			return err
+		}
+		if len(v) > 0 {
+			s.NodeLimit = make(map[string]int, len(v))
+			for n := range v {
+				s.NodeLimit[n] = 0
+			}
+			notes = append(notes, v.Summary())
+		}
+	}
+	if c.Rejected != nil {
+		for n, r := range c.Rejected(key) {
+			if s.NodeLimit == nil {
+				s.NodeLimit = map[string]int{}
+			}
+			if old, ok := s.NodeLimit[n]; !ok || r.Cap < old {
+				s.NodeLimit[n] = r.Cap
+			}
+			notes = append(notes, fmt.Sprintf("node %s refused a planned member (%s)", n, r.Reason))
+		}
+	}
+	s.Excluded = strings.Join(notes, "; ")
+	return nil
+}
+
+// selfAffinityKey is the topology key of a required pod affinity term the
+// pod matches itself: its members must share one domain of that key, which
+// is what a group topology constraint plans for.
+func selfAffinityKey(pt *planTerms, pod *corev1.Pod, c *Constraints) string {
+	ns := c.nsLabels(pod.Namespace)
+	for _, a := range pt.byPod[pod].affinity {
+		if a.Matches(pod, ns) {
+			return a.TopologyKey
+		}
+	}
+	return ""
+}

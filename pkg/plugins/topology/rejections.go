@@ -1,0 +1,150 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
+)
+
+// constraints is the planner's view of what the profile's filters enforce
+// for root's next plan.
+func (t *Topology) constraints(ctx context.Context, root groups.Key, infos []fwk.NodeInfo) *Constraints {
+	return &Constraints{
+		Nodes: infos,
+		NamespaceLabels: func(ns string) labels.Set {
+			n, err := t.nsLister.Get(ns)
+			if err != nil {
+				return nil
+			}
+			return n.Labels
+		},
+		Probe: func(key string, pod *corev1.Pod, crossNode bool) (probe.Verdicts, error) {
+			start := time.Now()
+			defer func() { probeDuration.Observe(time.Since(start).Seconds()) }()
+			return t.prober.Nodes(ctx, key, pod, infos, crossNode)
+		},
+		Rejected: func(shape string) map[string]Rejection {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			out := map[string]Rejection{}
+			for node, r := range t.rejected[root][shape] {
+				if time.Since(r.at) > rejectionTTL {
+					delete(t.rejected[root][shape], node)
+					continue
+				}
+				out[node] = r.Rejection
+			}
+			return out
+		},
+		ProbeAll: t.probeAll(),
+	}
+}
+
+// recordRejection remembers that the profile's Filter refused pod on node,
+// its planned node, with how many members of its shape the node held then.
+// Rejections for lack of room are not remembered: the next plan sees the
+// room as it is. Neither are Phalanx's own.
+func (t *Topology) recordRejection(ctx context.Context, root groups.Key, pod *corev1.Pod, node string, st *fwk.Status) {
+	if st == nil || st.IsSuccess() {
+		return
+	}
+	plugin := st.Plugin()
+	switch plugin {
+	case "", Name, names.NodeResourcesFit:
+		return
+	}
+	tree, err := t.groups.TreeOf(root)
+	if err != nil {
+		return
+	}
+	infos, err := t.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return
+	}
+	// The shape key is the one the next plan computes for the pod.
+	pt := &planTerms{byPod: map[*corev1.Pod]podTerms{}, ports: map[string]bool{}, existing: existingAntiAffinity(infos)}
+	var members []groups.Member
+	var walk func(*groups.Tree)
+	walk = func(tr *groups.Tree) {
+		for _, m := range tr.Members {
+			members = append(members, m)
+			if m.State == groups.Pending {
+				pt.add(m.Pod)
+			}
+		}
+		for _, ch := range tr.Children {
+			walk(ch)
+		}
+	}
+	walk(tree)
+	if _, ok := pt.byPod[pod]; !ok {
+		pt.add(pod)
+	}
+	c := t.constraints(ctx, root, infos)
+	key := shapeKey(pod) + "#" + pt.signature(c, pod)
+	held := 0
+	base := shapeKey(pod)
+	for _, m := range members {
+		if (m.State == groups.Assumed || m.State == groups.Bound) && m.Node == node && shapeKey(m.Pod) == base {
+			held++
+		}
+	}
+	reason := fmt.Sprintf("%s: %v", plugin, st.Reasons())
+	t.mu.Lock()
+	if t.rejected[root] == nil {
+		t.rejected[root] = map[string]map[string]rejection{}
+	}
+	if t.rejected[root][key] == nil {
+		t.rejected[root][key] = map[string]rejection{}
+	}
+	t.rejected[root][key][node] = rejection{Rejection: Rejection{Cap: held, Reason: reason}, at: time.Now()}
+	t.mu.Unlock()
+	planRejections.WithLabelValues(plugin).Inc()
+	klog.FromContext(ctx).V(2).Info("Planned node refused a member", "group", root, "pod", klog.KObj(pod), "node", node, "plugin", plugin, "reasons", st.Reasons(), "held", held)
+	msg := fmt.Sprintf("member %s was refused on its planned node %s by %s (%v); the next plan keeps the group's pods of its shape there to %d", pod.Name, node, plugin, st.Reasons(), held)
+	t.status.Set(tree.Key, groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+}
+
+// modelled are the Filter plugins whose verdicts the planner computes
+// itself or takes from a probe of the pod shapes that need one. Any other
+// Filter plugin in the profile could refuse any pod, so every shape is
+// probed then.
+var modelled = map[string]bool{
+	names.NodeUnschedulable: true, names.NodeName: true, names.TaintToleration: true,
+	names.NodeAffinity: true, names.NodePorts: true, names.NodeResourcesFit: true,
+	names.VolumeRestrictions: true, names.NodeVolumeLimits: true, names.VolumeBinding: true,
+	names.VolumeZone: true, names.PodTopologySpread: true, names.InterPodAffinity: true,
+	names.DynamicResources: true, Name: true,
+}
+
+// unknownFilters reports whether the profile behind h runs a Filter plugin
+// outside modelled.
+func unknownFilters(h fwk.Handle) bool {
+	lister, ok := h.(interface{ ListPlugins() *config.Plugins })
+	if !ok {
+		return true
+	}
+	ps := lister.ListPlugins()
+	if ps == nil {
+		return false
+	}
+	for _, p := range ps.Filter.Enabled {
+		if !modelled[p.Name] {
+			return true
+		}
+	}
+	return false
+}
