@@ -219,7 +219,11 @@ func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[ty
 				Unit:     id.unit,
 				Created:  pod.CreationTimestamp.UnixNano(),
 			}
-			if v.Priority >= prio {
+			if v.Priority >= prio && v.Unit == "" {
+				// A unit's members stay in the list: one of them at prio or
+				// above protects the whole unit in FindVictims, which its
+				// lower-priority members (see victimPriority) must not
+				// hide.
 				continue
 			}
 			v.ViolatesPDB = p.violatesPDB(pod)
