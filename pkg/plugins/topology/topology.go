@@ -121,6 +121,8 @@ type Topology struct {
 	mu    sync.Mutex
 	plans map[groups.Key]*plan
 	nodes SnapshotNodes
+	// unusable warns about nodes the planner leaves out (nodewarn.go).
+	unusable nodeWarnings
 }
 
 var (
@@ -255,6 +257,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("prepare snapshot nodes: %w", err))
 	}
+	t.unusable.report(t.handle.EventRecorder(), table, t.snapshotNode)
 	start := time.Now()
 	result, err := table.Plan(input, reserved, t.opts)
 	planDuration.Observe(time.Since(start).Seconds())
