@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
 )
@@ -120,4 +122,49 @@ func TestOverflowingNodeDoesNotStopOtherGangs(t *testing.T) {
 	})
 	require.Len(t, warnings, 1, "one warning for the node, not one per plan")
 	assert.Contains(t, warnings[0], "requested memory is negative")
+}
+
+// TestLabelGangWhoseMembersDisagreeOnMinAvailable: four pods say
+// min-available 5 and one says 1. Nothing binds, and every pod's
+// FailedScheduling event and PodScheduled condition name the pods on
+// each side; once the odd pod agrees, the gang binds whole.
+func TestLabelGangWhoseMembersDisagreeOnMinAvailable(t *testing.T) {
+	c := startCluster(t, sandbox.Options{Scheduler: true})
+	addNodes(t, c, "n", 3, "8", 0)
+	ns := namespace(t, c)
+	say := func(n string) map[string]string {
+		return map[string]string{v1alpha1.LightweightNameLabel: "mixed", v1alpha1.LightweightMinAvailableLabel: n}
+	}
+	for i := range 4 {
+		createPods(t, c, ns, member{name: fmt.Sprintf("mixed-%d", i), labels: say("5"), cpu: "1"})
+	}
+	createPods(t, c, ns, member{name: "mixed-odd", labels: say("1"), cpu: "1"})
+
+	want := []string{gang.MsgMinAvailableMismatch, "pods mixed-0, mixed-1, mixed-2 and 1 more", "min-available=5", "pod mixed-odd", "min-available=1"}
+	for _, pod := range []string{"mixed-0", "mixed-odd"} {
+		note := failedSchedulingFor(t, c, ns, pod)
+		for _, w := range want {
+			assert.Contains(t, note, w, "FailedScheduling of %s", pod)
+		}
+	}
+	eventually(t, 30*time.Second, "PodScheduled=False naming the disagreeing pods on mixed-3", func() (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "mixed-3", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && strings.Contains(cond.Message, "pod mixed-odd") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	consistently(t, 2*time.Second, "no member bound", func() bool { return len(boundPods(t, c, ns)) == 0 })
+
+	odd, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "mixed-odd", metav1.GetOptions{})
+	require.NoError(t, err)
+	odd.Labels[v1alpha1.LightweightMinAvailableLabel] = "5"
+	_, err = c.Client.CoreV1().Pods(ns).Update(context.Background(), odd, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitBound(t, c, ns, "mixed-", 5)
 }
