@@ -195,6 +195,13 @@ func assertConsistent(t *testing.T, c *Cache) {
 		}
 		if k.Kind == LabelKind {
 			assert.Equal(t, len(g.members) > 0, g.Exists, "label group %s exists iff it has members", k)
+			votes := map[int]int{}
+			for _, m := range g.members {
+				if m.State != Finished {
+					votes[m.minAvailable]++
+				}
+			}
+			assert.Equal(t, votes, nonNil(g.minVotes), "min-available tally of %s does not match its live members", k)
 		}
 		assert.True(t, g.Exists || len(g.members) > 0 || len(g.children) > 0,
 			"%s has no object, members or children and should have been collected", k)
@@ -212,4 +219,11 @@ func assertConsistent(t *testing.T, c *Cache) {
 		}
 	}
 	assert.Equal(t, len(c.pods), indexed, "pod index has entries that are no group's member")
+}
+
+func nonNil(m map[int]int) map[int]int {
+	if m == nil {
+		return map[int]int{}
+	}
+	return m
 }

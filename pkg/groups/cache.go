@@ -3,6 +3,7 @@ package groups
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -108,12 +109,11 @@ func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
 	}
 	g := c.getOrCreateLocked(a.Key)
 	if a.Key.Kind == LabelKind {
-		if !g.Exists || g.MinCount != a.MinAvailable {
+		if !g.Exists {
 			c.bumpLocked(g)
 		}
 		g.Exists = true
 		g.Gang = true
-		g.MinCount = a.MinAvailable
 		if g.Created.IsZero() || pod.CreationTimestamp.Time.Before(g.Created) {
 			g.Created = pod.CreationTimestamp.Time
 		}
@@ -131,6 +131,13 @@ func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
 	if (next == Finished) != (m.State == Finished) {
 		c.bumpLocked(g)
 	}
+	if a.Key.Kind == LabelKind {
+		if m.Pod != nil {
+			g.vote(m.State, m.minAvailable, -1)
+		}
+		g.vote(next, a.MinAvailable, 1)
+		m.minAvailable = a.MinAvailable
+	}
 	g.counts[m.State]--
 	g.counts[next]++
 	m.State = next
@@ -139,6 +146,85 @@ func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
 		m.Node = pod.Spec.NodeName
 	}
 	c.pods[pod.UID] = a.Key
+	if a.Key.Kind == LabelKind {
+		c.labelMinimumLocked(g)
+	}
+}
+
+// vote adds (sign 1) or removes (sign -1) the min-available of a label
+// group member in state s from the group's tally. Finished members have no
+// say in the group's minimum.
+func (g *Group) vote(s State, minAvailable, sign int) {
+	if s == Finished {
+		return
+	}
+	if g.minVotes == nil {
+		g.minVotes = map[int]int{}
+	}
+	g.minVotes[minAvailable] += sign
+	if g.minVotes[minAvailable] <= 0 {
+		delete(g.minVotes, minAvailable)
+	}
+}
+
+// MsgMinAvailableMismatch starts the reason a label group whose members
+// disagree on min-available is refused with.
+const MsgMinAvailableMismatch = "all pods in a single pod group should have the same min-available"
+
+// labelMinimumLocked derives a label group's minimum from its live members.
+// Members that disagree make the group invalid until they agree; its
+// minimum is then the largest any member asks for, so it does not move
+// with whichever member changed last, and no member binds below what any
+// of them asked for.
+func (c *Cache) labelMinimumLocked(g *Group) {
+	minCount, invalid := g.MinCount, ""
+	if len(g.minVotes) > 0 {
+		minCount = 0
+		for v := range g.minVotes {
+			minCount = max(minCount, v)
+		}
+	}
+	if len(g.minVotes) > 1 {
+		invalid = minAvailableDisagreement(g)
+	}
+	if minCount != g.MinCount || invalid != g.Invalid {
+		g.MinCount, g.Invalid = minCount, invalid
+		c.bumpLocked(g)
+	}
+}
+
+// maxNamed bounds the pod names listed per min-available value.
+const maxNamed = 3
+
+// minAvailableDisagreement names the live members of g by the
+// min-available they carry, largest value first.
+func minAvailableDisagreement(g *Group) string {
+	byValue := map[int][]string{}
+	for _, m := range g.members {
+		if m.State != Finished && m.Pod != nil {
+			byValue[m.minAvailable] = append(byValue[m.minAvailable], m.Pod.Name)
+		}
+	}
+	values := make([]int, 0, len(byValue))
+	for v := range byValue {
+		values = append(values, v)
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(values)))
+	parts := make([]string, 0, len(values))
+	for _, v := range values {
+		names := byValue[v]
+		sort.Strings(names)
+		who := "pod " + names[0]
+		if len(names) > 1 {
+			shown := names[:min(len(names), maxNamed)]
+			who = "pods " + strings.Join(shown, ", ")
+			if rest := len(names) - len(shown); rest > 0 {
+				who += fmt.Sprintf(" and %d more", rest)
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %s=%d", who, v1alpha1.LightweightMinAvailableLabel, v))
+	}
+	return MsgMinAvailableMismatch + ": " + strings.Join(parts, "; ")
 }
 
 // DeletePod forgets a pod.
@@ -160,6 +246,10 @@ func (c *Cache) removeMemberLocked(k Key, uid types.UID) {
 		g.counts[m.State]--
 		delete(g.members, uid)
 		c.bumpLocked(g)
+		if k.Kind == LabelKind {
+			g.vote(m.State, m.minAvailable, -1)
+			c.labelMinimumLocked(g)
+		}
 	}
 	if k.Kind == LabelKind && len(g.members) == 0 {
 		g.Exists = false
@@ -316,6 +406,10 @@ type Info struct {
 	Priority          *int32
 	PreemptionPolicy  *corev1.PreemptionPolicy
 
+	// Invalid explains why the group cannot be scheduled as defined, ""
+	// when it can.
+	Invalid string
+
 	Existing, Placed, Bound int
 }
 
@@ -324,6 +418,7 @@ func infoOf(g *Group) Info {
 		Key: g.Key, UID: g.UID, Gang: g.Gang, MinCount: g.MinCount, MinGroupCount: g.MinGroupCount,
 		TopologyKey: g.TopologyKey, DisruptionAll: g.DisruptionAll, Created: g.Created.UnixNano(),
 		PriorityClassName: g.PriorityClassName, Priority: g.Priority, PreemptionPolicy: g.PreemptionPolicy,
+		Invalid:  g.Invalid,
 		Existing: g.Existing(), Placed: g.Placed(), Bound: g.counts[Bound],
 	}
 }
@@ -346,6 +441,16 @@ func (e *MissingError) Error() string {
 	}
 	return fmt.Sprintf("PodGroup %s/%s not found: create it or fix the pod's %s label", e.Key.Namespace, e.Key.Name, v1alpha1.PodGroupLabel)
 }
+
+// InvalidError says a group of the pod's hierarchy cannot be scheduled as
+// defined (Group.Invalid): its quorum is not counted, so no member passes
+// Permit while the problem stands.
+type InvalidError struct {
+	Key    Key
+	Reason string
+}
+
+func (e *InvalidError) Error() string { return e.Reason }
 
 // ChainOf returns the hierarchy of the pod's group. ok is false for a pod
 // in no group. The error is a *MissingError, an attachment problem, or a
@@ -421,6 +526,11 @@ func (c *Cache) Quorum(pod *corev1.Pod, count Counter) (ok bool, short Shortfall
 	if err != nil {
 		return false, short, err
 	}
+	for _, g := range chain {
+		if g.Invalid != "" {
+			return false, short, &InvalidError{Key: g.Key, Reason: g.Invalid}
+		}
+	}
 	for i, g := range chain {
 		if sat, have, need := c.satisfiedLocked(g, count, len(chain)-1-i); !sat {
 			return false, Shortfall{Key: g.Key, Leaf: g.IsLeaf(), Have: have, Need: need}, nil
@@ -453,6 +563,9 @@ func expands(depth int) bool { return depth+1 < v1alpha1.MaxTreeDepth }
 // minimum, with the counts behind the answer. A basic group is satisfied
 // by any placed member.
 func (c *Cache) satisfiedLocked(g *Group, count Counter, depth int) (bool, int, int) {
+	if g.Invalid != "" {
+		return false, count(g), g.MinCount
+	}
 	if g.IsLeaf() {
 		n := count(g)
 		if g.Gang {

@@ -71,6 +71,9 @@ type Member struct {
 	// Node is where an Assumed member was reserved; Bound members carry
 	// pod.spec.nodeName.
 	Node string
+
+	// minAvailable is what a label group member's label says.
+	minAvailable int
 }
 
 // Group is one node of a group tree. Its fields are a snapshot: callers get
@@ -95,9 +98,12 @@ type Group struct {
 	ParentName string // CompositePodGroup in the same namespace, "" for a root
 	Created    time.Time
 
-	// Invalid explains why the group's own definition is unusable (e.g. a
-	// label group with a malformed min-available), "" when fine.
+	// Invalid explains why the group's own definition is unusable (a label
+	// group whose members disagree on min-available), "" when fine.
 	Invalid string
+	// minVotes counts, for a label group, the live members per
+	// min-available value they carry.
+	minVotes map[int]int
 
 	members  map[types.UID]*Member
 	counts   [numStates]int

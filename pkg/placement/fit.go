@@ -49,17 +49,20 @@ func (p *planner) initResidual() error {
 			continue // no node lists it: 0 allocatable everywhere
 		}
 		for i := range p.nodes {
-			alloc, used := t.alloc[i*t.ncols+col], t.used[i*t.ncols+col]
-			if alloc < 0 || used < 0 {
-				return fmt.Errorf("placement: node %q: negative allocatable or requested %s", p.nodes[i].Name, name)
+			if !t.usable(i) {
+				continue // no room: see NodeTable.Unusable
 			}
-			// Both are non-negative, so the difference cannot overflow.
+			alloc, used := t.alloc[i*t.ncols+col], t.used[i*t.ncols+col]
+			// Both are non-negative on a usable node, so the difference
+			// cannot overflow.
 			p.free[i*p.nres+r] = alloc - used
 			p.largest[r] = max(p.largest[r], alloc)
 		}
 	}
 	for i, n := range p.nodes {
-		p.slots[i] = min(int64(n.MaxPods)-int64(n.PodCount), maxCount)
+		if t.usable(i) {
+			p.slots[i] = min(int64(n.MaxPods)-int64(n.PodCount), maxCount)
+		}
 	}
 	for _, u := range p.reserved {
 		i, ok := p.nodeIndex(u.Node)

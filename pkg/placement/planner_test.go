@@ -733,7 +733,6 @@ func TestPlanGroupInvalidInput(t *testing.T) {
 		{name: "an unknown policy is rejected", root: &placement.Group{Name: "ns/a", Policy: 7}, want: "unknown policy"},
 		{name: "an unknown domain policy is rejected", root: gang("ns/a", 1, 1, gpuShape(1)), opts: placement.Options{DomainPolicy: 9}, want: "unknown domain policy"},
 		{name: "duplicate node names are rejected", nodes: concat(gpuNodes("n", 1, nil), gpuNodes("n", 1, nil)), root: gang("ns/a", 1, 1, gpuShape(1)), want: `duplicate node "n-0"`},
-		{name: "negative allocatable of a requested resource is rejected", nodes: []placement.Node{mkNode("n", placement.Resources{cpu: -5})}, root: gang("ns/a", 1, 1, gpuShape(1)), want: "negative allocatable or requested cpu"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

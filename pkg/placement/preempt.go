@@ -411,7 +411,9 @@ func (s *preemptor) frees(u *vunit, total []int64) error {
 	}
 	on := make([]podOn, 0, len(u.pods))
 	for _, i := range u.pods {
-		if n, ok := p.nodeIndex(s.victims[i].Node); ok {
+		// A node whose totals are broken stays without room whatever is
+		// evicted from it, so victims there free nothing.
+		if n, ok := p.nodeIndex(s.victims[i].Node); ok && p.table.usable(int(n)) {
 			on = append(on, podOn{node: n, victim: i})
 		}
 	}

@@ -32,6 +32,10 @@ type NodeTable struct {
 	// domains caches the per-node domain of each topology key a plan used.
 	// Any label change drops the cache.
 	domains map[string]*domainIndex
+
+	// broken explains, per node position, why the node's quantities cannot
+	// be trusted (a negative total); plans give such a node no room.
+	broken map[int32]string
 }
 
 // domainIndex is one topology key over the table's nodes.
@@ -110,6 +114,58 @@ func (t *NodeTable) fill(i int32) {
 	for name, v := range n.Requested {
 		u[t.cols[name]] = v
 	}
+	delete(t.broken, i)
+	if why := brokenTotals(n); why != "" {
+		if t.broken == nil {
+			t.broken = map[int32]string{}
+		}
+		t.broken[i] = why
+	}
+}
+
+// brokenTotals explains a negative quantity of n, "" when there is none.
+// The scheduler sums requests in int64 without overflow checks: two pods
+// asking for 8Ei of memory wrap a node's requested total negative. Such a
+// node's room is unknown; rejecting every plan over it would let one node
+// stop every group in the cluster.
+func brokenTotals(n *Node) string {
+	for _, kind := range []struct {
+		what string
+		rs   Resources
+	}{{"allocatable", n.Allocatable}, {"requested", n.Requested}} {
+		for _, name := range slices.Sorted(maps.Keys(kind.rs)) {
+			if v := kind.rs[name]; v < 0 {
+				return fmt.Sprintf("%s %s is negative (%d), an int64 overflow of the node's totals: the node gets no group pods until it is fixed", kind.what, name, v)
+			}
+		}
+	}
+	return ""
+}
+
+// usable reports whether plans may place pods on node position i.
+func (t *NodeTable) usable(i int) bool {
+	_, bad := t.broken[int32(i)]
+	return !bad
+}
+
+// Unusable lists the nodes that plans leave out because their quantities
+// are negative, in name order, with the reason for each.
+func (t *NodeTable) Unusable() []UnusableNode {
+	if len(t.broken) == 0 {
+		return nil
+	}
+	out := make([]UnusableNode, 0, len(t.broken))
+	for i, why := range t.broken {
+		out = append(out, UnusableNode{Name: t.nodes[i].Name, Reason: why})
+	}
+	slices.SortFunc(out, func(a, b UnusableNode) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// UnusableNode is a node that plans leave out, and why.
+type UnusableNode struct {
+	Name   string
+	Reason string
 }
 
 // restride rebuilds the rows after new columns appeared.

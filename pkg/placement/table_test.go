@@ -92,3 +92,73 @@ func TestNodeTableRejectsBadInput(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"ns/g-0": "b"}, plan.Assignments)
 }
+
+// TestNodesWithNegativeTotalsAreLeftOut: the scheduler's int64 sums wrap
+// negative when pods ask for Ei of memory. Such a node gets no pods, and
+// every other node still serves plans and victim searches.
+func TestNodesWithNegativeTotalsAreLeftOut(t *testing.T) {
+	huge := int64(5) << 60 // 5Ei: two of them sum past int64
+	overflowed := mkNode("a-overflowed", placement.Resources{cpu: 64000, mem: 64 << 30}, used(placement.Resources{mem: huge + huge}), podSlots(110, 2))
+	healthy := []placement.Node{
+		mkNode("b-healthy", placement.Resources{cpu: 4000, mem: 64 << 30}, podSlots(110, 0)),
+		mkNode("c-healthy", placement.Resources{cpu: 4000, mem: 64 << 30}, podSlots(110, 0)),
+	}
+	require.Negative(t, overflowed.Requested[mem], "precondition: the requested total wrapped")
+	nodes := append([]placement.Node{overflowed}, healthy...)
+	shape := placement.Shape{Requests: placement.Resources{cpu: 4000, mem: 1 << 30}}
+
+	t.Run("a gang that fits on the other nodes is planned there", func(t *testing.T) {
+		table, err := placement.NewNodeTable(nodes)
+		require.NoError(t, err)
+		plan, err := table.Plan(gang("ns/a", 2, 2, shape), nil, placement.Options{})
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{"b-healthy", "c-healthy"}, values(plan.Assignments))
+	})
+	t.Run("a gang that would need the overflowed node is infeasible, not an error", func(t *testing.T) {
+		table, err := placement.NewNodeTable(nodes)
+		require.NoError(t, err)
+		_, err = table.Plan(gang("ns/a", 3, 3, shape), nil, placement.Options{})
+		var inf *placement.Infeasible
+		assert.ErrorAs(t, err, &inf)
+	})
+	t.Run("the table names the node and the resource", func(t *testing.T) {
+		table, err := placement.NewNodeTable(nodes)
+		require.NoError(t, err)
+		bad := table.Unusable()
+		require.Len(t, bad, 1)
+		assert.Equal(t, "a-overflowed", bad[0].Name)
+		assert.Contains(t, bad[0].Reason, "requested memory is negative")
+	})
+	t.Run("a node fixed by an update is used again", func(t *testing.T) {
+		table, err := placement.NewNodeTable(nodes)
+		require.NoError(t, err)
+		fixed := overflowed
+		fixed.Requested = placement.Resources{}
+		require.NoError(t, table.Update(fixed))
+		assert.Empty(t, table.Unusable())
+		plan, err := table.Plan(gang("ns/a", 3, 3, shape), nil, placement.Options{})
+		require.NoError(t, err)
+		assert.Contains(t, values(plan.Assignments), "a-overflowed")
+	})
+	t.Run("victims are still found on the other nodes", func(t *testing.T) {
+		full := []placement.Node{overflowed,
+			mkNode("b-healthy", placement.Resources{cpu: 4000, mem: 64 << 30}, used(placement.Resources{cpu: 4000}), podSlots(110, 1)),
+		}
+		victims := []placement.Victim{
+			{Key: "ns/huge-0", Node: "a-overflowed", Requests: placement.Resources{mem: huge}, Priority: 0},
+			{Key: "ns/huge-1", Node: "a-overflowed", Requests: placement.Resources{mem: huge}, Priority: 0},
+			{Key: "ns/filler", Node: "b-healthy", Requests: placement.Resources{cpu: 4000}, Priority: 0},
+		}
+		result, err := placement.FindVictims(full, victims, gang("ns/a", 1, 1, shape), 100, placement.PreemptOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"ns/filler"}, result.Victims)
+	})
+}
+
+func values(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}

@@ -11,6 +11,7 @@ package gang
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -37,6 +38,9 @@ const (
 	MsgPolicyMismatchWithGroup = "all pods in a single pod group should have the same preemption policy as the pod group's preemption policy"
 	MsgPolicyMismatch          = "all pods in a single pod group should have the same preemption policy"
 	MsgSchedulerNameMismatch   = "all pods in a single pod group should have the same schedulerName"
+	// MsgMinAvailableMismatch starts the reason for a label gang whose
+	// members carry different min-available labels.
+	MsgMinAvailableMismatch = groups.MsgMinAvailableMismatch
 )
 
 // Gang implements the gang extension points.
@@ -151,6 +155,11 @@ func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	// count it now rather than hold it for a member it does not know.
 	pl.groups.EnsurePod(pod, pl.handle.SharedInformerFactory().Core().V1().Pods().Lister())
 	ok, short, err := pl.groups.Quorum(pod, groups.ByExisting)
+	var invalid *groups.InvalidError
+	if errors.As(err, &invalid) {
+		// PreFilter refuses the group and says why, on every member.
+		return nil
+	}
 	if err != nil {
 		pl.podEvent(pod, "GroupInvalid", err.Error())
 		pl.explainOnLeaf(pod, err)
@@ -232,6 +241,11 @@ func podPolicy(p *corev1.Pod) corev1.PreemptionPolicy {
 // group (or, for a label group, with each other). It returns the user-facing
 // reason, "" when valid.
 func (pl *Gang) validate(pod *corev1.Pod, ch groups.Chain) string {
+	for _, g := range ch {
+		if g.Invalid != "" {
+			return g.Invalid
+		}
+	}
 	root := ch.Root()
 	wantPriority, wantPolicy := podPriority(pod), podPolicy(pod)
 	policyMsg := MsgPolicyMismatch

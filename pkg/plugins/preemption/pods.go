@@ -29,7 +29,8 @@ import (
 //     together, and choosing any of them evicts the whole unit, wherever
 //     its other members run;
 //   - grouped victims (and a grouped preemptor) compare at their root
-//     group's priority, as group preemption does.
+//     group's priority, as group preemption does; a victim never above
+//     its own (victimPriority).
 //
 // A pod this path does not help is answered UnschedulableAndUnresolvable,
 // so a DefaultPreemption listed later in the profile cannot split a unit.
@@ -114,6 +115,20 @@ func (p *Preemption) preemptPod(ctx context.Context, state fwk.CycleState, pod *
 				}
 			}
 		}
+		// A unit is evicted whole, so it is as hard to preempt as its
+		// highest member: a pod capped by victimPriority must not lower
+		// the members it joined.
+		for _, pods := range idx.members {
+			top := idx.byPod[pods[0].UID].priority
+			for _, m := range pods[1:] {
+				top = max(top, idx.byPod[m.UID].priority)
+			}
+			for _, m := range pods {
+				id := idx.byPod[m.UID]
+				id.priority = top
+				idx.byPod[m.UID] = id
+			}
+		}
 	}})
 	result, st := p.podPreemption.Preempt(ctx, state, pod, m)
 	switch {
@@ -137,7 +152,7 @@ func (p *Preemption) victimOf(pod *corev1.Pod) victimID {
 		return id
 	}
 	if rp, _, ok := p.rootPriority(ch); ok {
-		id.priority = rp
+		id.priority = victimPriority(pod, rp)
 	}
 	for _, g := range ch {
 		if g.DisruptionAll {
@@ -149,6 +164,19 @@ func (p *Preemption) victimOf(pod *corev1.Pod) victimID {
 		}
 	}
 	return id
+}
+
+// victimPriority is the priority a running member of a group with priority
+// group is preempted at: the group's, but never more than the pod's own.
+// The pod's own priority is what admission resolved for its creator; a
+// group's is whatever the group's author wrote, and labels of a running
+// pod can be changed at will. Without the cap, anyone could make a
+// priority-0 pod unpreemptible by labelling it into a PodGroup of very high
+// priority. Members that were scheduled as part of their group have the
+// group's priority (PhalanxGang's PreFilter enforces it), so the cap only
+// ever lowers pods that joined a group after they were scheduled.
+func victimPriority(pod *corev1.Pod, group int32) int32 {
+	return min(podPriority(pod), group)
 }
 
 // preemptorPriority is the priority and policy pod preempts with: its root
@@ -229,6 +257,7 @@ func (e *podEvaluator) SelectVictimsOnNode(ctx context.Context, state fwk.CycleS
 				byUnit[id.unit] = g
 			}
 		}
+		g.id.priority = max(g.id.priority, id.priority)
 		g.pods = append(g.pods, pi)
 	}
 	victims := make([]*upstream.DomainVictim, 0, len(groupsHere))

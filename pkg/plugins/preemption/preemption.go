@@ -23,12 +23,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	upstream "k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -217,7 +219,11 @@ func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[ty
 				Unit:     id.unit,
 				Created:  pod.CreationTimestamp.UnixNano(),
 			}
-			if v.Priority >= prio {
+			if v.Priority >= prio && v.Unit == "" {
+				// A unit's members stay in the list: one of them at prio or
+				// above protects the whole unit in FindVictims, which its
+				// lower-priority members (see victimPriority) must not
+				// hide.
 				continue
 			}
 			v.ViolatesPDB = p.violatesPDB(pod)
@@ -362,10 +368,15 @@ func (p *Preemption) evict(ctx context.Context, preemptor *corev1.Pod, root grou
 			Message:            msg,
 			LastTransitionTime: metav1.Now(),
 		}
-		updated := v.DeepCopy()
-		setPodCondition(&updated.Status, cond)
-		if _, err := client.CoreV1().Pods(v.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			logger.V(2).Info("Could not set DisruptionTarget on victim", "pod", klog.KObj(v), "err", err)
+		if err := markDisruptionTarget(ctx, client, v, cond); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			// Deleting without the condition would let a Job count the
+			// eviction as a failure of its own; the group preempts again
+			// once victimWait has passed.
+			logger.Error(err, "Could not set DisruptionTarget on victim; not deleting it", "pod", klog.KObj(v))
+			continue
 		}
 		if a, grouped, err := groups.Attach(v); grouped && err == nil && !marked[a.Key] {
 			marked[a.Key] = true
@@ -376,6 +387,17 @@ func (p *Preemption) evict(ctx context.Context, preemptor *corev1.Pod, root grou
 			logger.Error(err, "Could not delete victim", "pod", klog.KObj(v))
 		}
 	}
+}
+
+// markDisruptionTarget adds cond to the victim's status with a strategic
+// merge patch. Conditions merge by type, so the scheduler's copy of the
+// victim may be stale (the pod was updated since the snapshot) without the
+// write failing: an UpdateStatus of that copy would conflict, and the victim
+// would be deleted without the condition.
+func markDisruptionTarget(ctx context.Context, client kubernetes.Interface, v *corev1.Pod, cond *corev1.PodCondition) error {
+	status := v.Status.DeepCopy()
+	setPodCondition(status, cond)
+	return schedutil.PatchPodStatus(ctx, client, v.Name, v.Namespace, &v.Status, status)
 }
 
 func setPodCondition(status *corev1.PodStatus, cond *corev1.PodCondition) {

@@ -131,6 +131,9 @@ type Topology struct {
 	prober   *probe.Prober
 	probeAll func() bool
 	nsLister corelisters.NamespaceLister
+
+	// unusable warns about nodes the planner leaves out (nodewarn.go).
+	unusable nodeWarnings
 }
 
 type rejection struct {
@@ -287,6 +290,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("prepare snapshot nodes: %w", err))
 	}
+	t.unusable.report(t.handle.EventRecorder(), table, t.snapshotNode)
 	start := time.Now()
 	result, err := table.Plan(input, reserved, t.opts)
 	planDuration.Observe(time.Since(start).Seconds())
