@@ -37,7 +37,7 @@ type limitInfo struct {
 // constraintKey extends a shape's identity with its constraints, so that
 // shapes differing only in them are never merged, and validates them.
 func constraintKey(key *strings.Builder, s *Shape) error {
-	if len(s.Classes) == 0 && len(s.Limits) == 0 && len(s.NodeLimit) == 0 {
+	if len(s.Classes) == 0 && len(s.Limits) == 0 && len(s.NodeLimit) == 0 && len(s.BlockedBy) == 0 {
 		return nil
 	}
 	classes := slices.Clone(s.Classes)
@@ -54,6 +54,9 @@ func constraintKey(key *strings.Builder, s *Shape) error {
 		for _, d := range slices.Sorted(maps.Keys(l.PerDomain)) {
 			fmt.Fprintf(key, "%q=%d,", d, l.PerDomain[d])
 		}
+	}
+	if s.BlockedBy != nil {
+		fmt.Fprintf(key, "b:%p;", s.BlockedBy)
 	}
 	if s.NodeLimit != nil {
 		// Node limits can list thousands of nodes; shapes holding the same

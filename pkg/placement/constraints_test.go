@@ -141,3 +141,49 @@ func TestPlanGroupMemberConstraints(t *testing.T) {
 		assert.False(t, errors.As(err, &inf))
 	})
 }
+
+func TestFindVictimsClearsBlockedNodes(t *testing.T) {
+	// n-0 has room but a low-priority pod there refuses the shape (its
+	// anti-affinity); n-1 is full of two low-priority pods. Evicting the
+	// blocker helps only if the search knows it unblocks n-0.
+	nodes := []placement.Node{
+		mkNode("n-0", placement.Resources{cpu: 8000}, used(placement.Resources{cpu: 1000}), podSlots(110, 1)),
+		mkNode("n-1", placement.Resources{cpu: 8000}, used(placement.Resources{cpu: 8000}), podSlots(110, 2)),
+	}
+	victims := []placement.Victim{
+		{Key: "blocker", Node: "n-0", Requests: placement.Resources{cpu: 1000}, Priority: 1},
+		{Key: "fat-a", Node: "n-1", Requests: placement.Resources{cpu: 4000}, Priority: 1},
+		{Key: "fat-b", Node: "n-1", Requests: placement.Resources{cpu: 4000}, Priority: 1},
+	}
+	s := cpuShape(4000)
+	s.BlockedBy = map[string][]string{"n-0": {"blocker"}}
+
+	t.Run("planning alone keeps the shape off the blocked node", func(t *testing.T) {
+		_, err := placement.PlanGroup(nodes, gang("ns/g", 1, 1, s), placement.Options{})
+		var inf *placement.Infeasible
+		require.True(t, errors.As(err, &inf), "want infeasible, got %v", err)
+	})
+
+	t.Run("preemption evicts the blocker and places the pod where it was", func(t *testing.T) {
+		res, err := placement.FindVictims(nodes, victims, gang("ns/g", 1, 1, s), 100, placement.PreemptOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"blocker"}, res.Victims)
+		assert.Equal(t, "n-0", res.Plan.Assignments["ns/g-0"])
+	})
+
+	t.Run("a blocker that may not be evicted leaves the node blocked", func(t *testing.T) {
+		high := append([]placement.Victim(nil), victims...)
+		high[0].Priority = 1000
+		res, err := placement.FindVictims(nodes, high, gang("ns/g", 1, 1, s), 100, placement.PreemptOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"fat-a"}, res.Victims, "one of the pods on n-1 makes room")
+		assert.Equal(t, "n-1", res.Plan.Assignments["ns/g-0"])
+	})
+
+	t.Run("the heuristic search clears blocked nodes too", func(t *testing.T) {
+		res, err := placement.FindVictims(nodes, victims, gang("ns/g", 1, 1, s), 100, placement.PreemptOptions{MaxUnits: -1})
+		require.NoError(t, err)
+		assert.Equal(t, "n-0", res.Plan.Assignments["ns/g-0"])
+		assert.Contains(t, res.Victims, "blocker")
+	})
+}

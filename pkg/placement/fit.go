@@ -26,10 +26,16 @@ type shapeInfo struct {
 	members []int       // counters a placed pod of the shape adds to
 	limits  []limitInfo // counters that bound where the shape may go
 	nodeCap []int32     // per node, pods the plan may still put there; nil: no caps
+	// clearable are the BlockedBy nodes the static checks admit.
+	clearable map[int32]bool
 	// shared: a placement changes the counts of other nodes of a domain,
 	// so a count taken earlier in the same placement may be stale.
 	shared bool
 }
+
+// tolerable says whether node n, blocked by running pods, admits the shape
+// once they are gone.
+func (s *shapeInfo) tolerable(n int32) bool { return s.clearable[n] }
 
 // maxCount bounds per-node counts so that a count fits in 32 bits and sums
 // over any realistic number of nodes fit in an int64.
@@ -121,6 +127,16 @@ func (p *planner) initShapes() {
 				// A parse error in a term means the term does not match,
 				// as in the NodeAffinity filter.
 				ok, _ = aff.Match(objs[i])
+			}
+			if _, blocked := s.spec.BlockedBy[n.Name]; blocked {
+				// Eligible only once preemption evicts what blocks it.
+				if ok {
+					if s.clearable == nil {
+						s.clearable = map[int32]bool{}
+					}
+					s.clearable[int32(i)] = true
+				}
+				continue
 			}
 			s.eligible[i] = ok
 			if ok {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -264,6 +265,19 @@ type preemptor struct {
 	// domain's pool (-1 outside it).
 	before []int64
 	pos    []int32
+
+	// Nodes a shape may use only once running pods are evicted
+	// (Shape.BlockedBy): blocks[i] are the entries victim i holds up.
+	blocked []blockedNode
+	blocks  [][]int
+}
+
+// blockedNode is a node a shape may use once left more of its blockers
+// are evicted.
+type blockedNode struct {
+	shape *shapeInfo
+	node  int32
+	left  int
 }
 
 func newPreemptor(nodes []Node, victims []Victim, root *Group, prio int32, opts PreemptOptions) (*preemptor, error) {
@@ -290,6 +304,7 @@ func newPreemptor(nodes []Node, victims []Victim, root *Group, prio int32, opts 
 		}
 	}
 
+	s.indexBlockers()
 	units, err := s.buildUnits(prio)
 	if err != nil {
 		return nil, err
@@ -447,9 +462,81 @@ func (s *preemptor) frees(u *vunit, total []int64) error {
 	return nil
 }
 
+// indexBlockers maps every victim to the blocked nodes it holds up. A node
+// with a blocker that is not a victim can never clear and stays ineligible.
+func (s *preemptor) indexBlockers() {
+	byKey := map[string]int{}
+	for i := range s.victims {
+		byKey[s.victims[i].Key] = i
+	}
+	s.blocks = make([][]int, len(s.victims))
+	for _, sh := range s.p.shapes {
+		for _, name := range slices.Sorted(maps.Keys(sh.spec.BlockedBy)) {
+			n, ok := s.p.nodeIndex(name)
+			if !ok {
+				continue
+			}
+			if c, limited := sh.spec.NodeLimit[name]; limited && c <= 0 {
+				continue
+			}
+			var idx []int
+			for _, k := range sh.spec.BlockedBy[name] {
+				i, ok := byKey[k]
+				if !ok {
+					idx = nil
+					break
+				}
+				idx = append(idx, i)
+			}
+			if len(idx) == 0 {
+				continue
+			}
+			b := len(s.blocked)
+			s.blocked = append(s.blocked, blockedNode{shape: sh, node: n, left: len(idx)})
+			for _, i := range idx {
+				s.blocks[i] = append(s.blocks[i], b)
+			}
+		}
+	}
+}
+
+// unblock counts u's pods in (sign 1) or out of (sign -1) the evicted set
+// for the nodes they block, making a node eligible for its shape exactly
+// while all of its blockers are evicted.
+func (s *preemptor) unblock(u *vunit, sign int) {
+	for _, i := range u.pods {
+		for _, b := range s.blocks[i] {
+			bn := &s.blocked[b]
+			bn.left -= sign
+			switch {
+			case sign > 0 && bn.left == 0:
+				bn.shape.eligible[bn.node] = bn.shape.tolerable(bn.node)
+				if bn.shape.eligible[bn.node] {
+					bn.shape.eligibleCount++
+				}
+			case sign < 0 && bn.left == 1:
+				if bn.shape.eligible[bn.node] {
+					bn.shape.eligibleCount--
+				}
+				bn.shape.eligible[bn.node] = false
+			}
+		}
+	}
+}
+
 // useful says whether u runs on a node where a pending pod of the tree
-// could go. Residuals of other nodes never enter a plan.
+// could go, or holds up such a node. Residuals of other nodes never enter
+// a plan.
 func (s *preemptor) useful(u *vunit) bool {
+	for _, i := range u.pods {
+		for _, b := range s.blocks[i] {
+			for _, d := range s.demand {
+				if s.p.shapes[d.shape] == s.blocked[b].shape {
+					return true
+				}
+			}
+		}
+	}
 	for _, f := range u.frees {
 		for _, d := range s.demand {
 			if s.p.shapes[d.shape].eligible[f.node] {
@@ -482,6 +569,9 @@ func (s *preemptor) costOf(units []*vunit) setCost {
 // apply evicts u (sign 1) or restores it (sign -1) on the planner's residuals.
 func (s *preemptor) apply(u *vunit, sign int64) {
 	p := s.p
+	if len(s.blocked) > 0 {
+		s.unblock(u, int(sign))
+	}
 	for _, f := range u.frees {
 		n := int(f.node)
 		row := s.freed[n*p.nres : (n+1)*p.nres]

@@ -51,6 +51,11 @@ type Shape struct {
 	NodeLimit map[string]int
 	// Excluded words, for messages, why NodeLimit excludes nodes.
 	Excluded string
+	// BlockedBy lists nodes the scheduler's filters refuse the shape on
+	// because of running pods that preemption could evict, with their keys
+	// (Victim.Key). PlanGroup keeps the shape off them; FindVictims lets the
+	// shape use such a node once every listed pod is among the victims.
+	BlockedBy map[string][]string
 }
 
 // DomainLimit is one member-to-member constraint of a shape. A pod of the

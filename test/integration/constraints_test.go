@@ -303,3 +303,126 @@ func TestGangMemberConstraints(t *testing.T) {
 		}
 	})
 }
+
+func withPriority(class string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Spec.PriorityClassName = class }
+}
+
+// highConstrainedGang is a high-priority PodGroup of n members (min n
+// unless minCount is set) built by mk.
+func highConstrainedGang(t *testing.T, c *sandbox.Cluster, ns, group string, minCount, n int, mk func(i int) *corev1.Pod) {
+	t.Helper()
+	pg := gangPG(group, int32(minCount))
+	pg.Spec.PriorityClassName = "high"
+	createPodGroup(t, c, ns, pg)
+	for i := range n {
+		p := mk(i)
+		p.Spec.PriorityClassName = "high"
+		createAll(t, c, ns, p)
+	}
+}
+
+func waitGone(t *testing.T, c *sandbox.Cluster, ns, name string) {
+	t.Helper()
+	eventually(t, 45*time.Second, "pod "+name+" evicted", func() (bool, error) {
+		_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		return err != nil, nil
+	})
+}
+
+func TestGangPreemptionClearsEveryBlocker(t *testing.T) {
+	c := preemptionCluster(t, nil)
+
+	t.Run("a one-per-node gang evicts the lower-priority pod whose anti-affinity refuses it", func(t *testing.T) {
+		ns := namespace(t, c)
+		suite := "p-anti"
+		nodes := suiteNodes(t, c, suite, 0, 3, nil)
+		squatter := constrainedPod("squatter", suite, "", withPriority("low"), antiAffinity(sandbox.HostnameLabel, map[string]string{"job": suite}))
+		squatter.Labels["job"] = "other"
+		squatter.Spec.NodeName = nodes[0]
+		createAll(t, c, ns, squatter)
+		highConstrainedGang(t, c, ns, "w", 3, 3, func(i int) *corev1.Pod {
+			return constrainedPod(fmt.Sprintf("w-%d", i), suite, "w", antiAffinity(sandbox.HostnameLabel, map[string]string{"job": suite}))
+		})
+		waitGone(t, c, ns, "squatter")
+		bound := waitAllBound(t, c, ns, 3)
+		assert.Len(t, nodeSet(bound), 3)
+	})
+
+	t.Run("a host-port gang evicts the lower-priority pod holding its port", func(t *testing.T) {
+		ns := namespace(t, c)
+		suite := "p-port"
+		nodes := suiteNodes(t, c, suite, 0, 3, nil)
+		squatter := constrainedPod("squatter", suite, "", withPriority("low"), hostPort(8080))
+		squatter.Labels["job"] = "other"
+		squatter.Spec.NodeName = nodes[1]
+		createAll(t, c, ns, squatter)
+		highConstrainedGang(t, c, ns, "w", 3, 3, func(i int) *corev1.Pod {
+			return constrainedPod(fmt.Sprintf("w-%d", i), suite, "w", hostPort(8080))
+		})
+		waitGone(t, c, ns, "squatter")
+		bound := waitAllBound(t, c, ns, 3)
+		assert.Len(t, nodeSet(bound), 3)
+	})
+
+	t.Run("members beyond minCount preempt too", func(t *testing.T) {
+		ns := namespace(t, c)
+		suite := "p-beyond"
+		nodes := suiteNodes(t, c, suite, 0, 4, nil)
+		for i, n := range nodes {
+			p := constrainedPod(fmt.Sprintf("low-%d", i), suite, "", withPriority("low"), withCPU("32"))
+			p.Labels["job"] = "other"
+			p.Spec.NodeName = n
+			createAll(t, c, ns, p)
+		}
+		highConstrainedGang(t, c, ns, "w", 3, 4, func(i int) *corev1.Pod {
+			return constrainedPod(fmt.Sprintf("w-%d", i), suite, "w", withCPU("32"))
+		})
+		eventually(t, 60*time.Second, "all 4 members bound", func() (bool, error) {
+			return boundWithPrefix(t, c, ns, "w-") == 4, nil
+		})
+		assert.Empty(t, podNames(t, c, ns, "low-"))
+	})
+
+	t.Run("a member added to a running gang preempts inside the gang's domain", func(t *testing.T) {
+		ns := namespace(t, c)
+		suite := "p-join"
+		// rack-a has 3 nodes, rack-b 1: the 2-pod gang takes rack-a.
+		nodes := suiteNodes(t, c, suite, 0, 4, func(i int) map[string]string {
+			return map[string]string{"topology.phalanx.dev/rack": map[bool]string{true: "rack-a", false: "rack-b"}[i < 3]}
+		})
+		pg := gangPG("w", 2)
+		pg.Spec.PriorityClassName = "high"
+		pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{Topology: topo("topology.phalanx.dev/rack")}
+		createPodGroup(t, c, ns, pg)
+		for i := range 2 {
+			p := constrainedPod(fmt.Sprintf("w-%d", i), suite, "w", withCPU("32"))
+			p.Spec.PriorityClassName = "high"
+			createAll(t, c, ns, p)
+		}
+		eventually(t, 45*time.Second, "the gang bound", func() (bool, error) {
+			return boundWithPrefix(t, c, ns, "w-") == 2, nil
+		})
+		used := map[string]bool{}
+		for _, n := range boundPods(t, c, ns) {
+			used[n] = true
+		}
+		// Low-priority pods fill the rest of both racks.
+		for _, n := range nodes {
+			if !used[n] {
+				p := constrainedPod("low-"+n, suite, "", withPriority("low"), withCPU("32"))
+				p.Labels["job"] = "other"
+				p.Spec.NodeName = n
+				createAll(t, c, ns, p)
+			}
+		}
+		joiner := constrainedPod("w-2", suite, "w", withCPU("32"))
+		joiner.Spec.PriorityClassName = "high"
+		createAll(t, c, ns, joiner)
+		eventually(t, 45*time.Second, "the third member bound", func() (bool, error) {
+			return boundPods(t, c, ns)["w-2"] != "", nil
+		})
+		assert.NotEqual(t, nodes[3], boundPods(t, c, ns)["w-2"], "the joining member left the gang's rack")
+		assert.Equal(t, []string{"low-" + nodes[3]}, podNames(t, c, ns, "low-"), "only the pod in the gang's rack is evicted")
+	})
+}

@@ -37,6 +37,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
@@ -59,6 +60,7 @@ type Preemption struct {
 	status *groupstatus.Writer
 	pods   corelisters.PodLister
 	pdbs   policylisters.PodDisruptionBudgetLister
+	prober *probe.Prober
 
 	// podPreemption is upstream's evaluator with unit-aware victims, for
 	// plain pods and best-effort group members (pods.go).
@@ -87,6 +89,7 @@ func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		pods:    h.SharedInformerFactory().Core().V1().Pods().Lister(),
 		pdbs:    h.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 		pending: map[groups.Key]*pendingEviction{},
+		prober:  topology.NewProber(h),
 	}
 	if p.podPreemption, err = newPodEvaluator(ctx, h, p); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
@@ -153,16 +156,27 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
-	input, members := topology.PlanInput(tree)
+	_, members := topology.PlanInput(tree)
+	input, _, err := topology.BuildInput(tree, p.constraints(ctx, infos, members, prio))
+	if err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("search victims for %s: %w", root.Key, err))
+	}
 	nodes := topology.NodesFromSnapshot(infos, p.handle.NominatedPodsForNode, members)
 	victims, byKey := p.candidates(infos, prio, members)
 	if len(victims) == 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "no lower-priority pods to preempt")
 	}
 	start := time.Now()
-	result, err := placement.FindVictims(nodes, victims, input, prio, placement.PreemptOptions{})
-	logger.V(4).Info("Searched victims", "group", root.Key, "candidates", len(victims), "duration", time.Since(start))
+	// Every pending member may preempt, not only those the gang's minimum
+	// needs: a member beyond minCount, or one joining a running gang,
+	// would otherwise wait forever beside a lower-priority pod. When no
+	// victims make room for all of them, the minimum is what counts.
+	result, err := placement.FindVictims(nodes, victims, everyMember(input), prio, placement.PreemptOptions{})
 	var inf *placement.Infeasible
+	if errors.As(err, &inf) {
+		result, err = placement.FindVictims(nodes, victims, input, prio, placement.PreemptOptions{})
+	}
+	logger.V(4).Info("Searched victims", "group", root.Key, "candidates", len(victims), "duration", time.Since(start))
 	if errors.As(err, &inf) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "preemption cannot make the whole group fit: "+inf.Reason)
 	}
@@ -196,6 +210,49 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	return framework.NewPostFilterResultWithNominatedNode(node), fwk.NewStatus(fwk.Success, msg)
+}
+
+// everyMember is the tree with every gang leaf asking for all its members.
+func everyMember(g *placement.Group) *placement.Group {
+	c := *g
+	if len(g.Children) == 0 {
+		if c.Policy == placement.Gang {
+			c.MinCount = max(c.MinCount, len(c.Bound)+len(c.Pending))
+		}
+		return &c
+	}
+	c.Children = make([]*placement.Group, len(g.Children))
+	for i, ch := range g.Children {
+		c.Children[i] = everyMember(ch)
+	}
+	return &c
+}
+
+// constraints is the planner's view of the profile's filters for the
+// victim search: a node the filters refuse a member on because of pods the
+// group may evict is usable once they are evicted. Which pods those are is
+// decided as upstream's preemption does per node: everything evictable is
+// removed, then put back while the filters still pass.
+func (p *Preemption) constraints(ctx context.Context, infos []fwk.NodeInfo, members map[types.UID]bool, prio int32) *topology.Constraints {
+	c := topology.ClusterConstraints(ctx, p.handle, p.prober, infos)
+	c.Blockers = func(pod *corev1.Pod, node string) ([]string, bool) {
+		ni, err := p.handle.SnapshotSharedLister().NodeInfos().Get(node)
+		if err != nil {
+			return nil, false
+		}
+		blockers, ok, err := p.prober.Blockers(ctx, pod, ni, func(v *corev1.Pod) bool {
+			return !members[v.UID] && v.DeletionTimestamp == nil && p.victimOf(v).priority < prio
+		})
+		if err != nil || !ok {
+			return nil, false
+		}
+		keys := make([]string, 0, len(blockers))
+		for _, b := range blockers {
+			keys = append(keys, topology.PodKey(b))
+		}
+		return keys, true
+	}
+	return c
 }
 
 // candidates lists every pod on a node with priority below prio, with its

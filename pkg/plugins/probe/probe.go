@@ -31,6 +31,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
@@ -57,11 +58,26 @@ func Is(state fwk.CycleState) bool {
 type runner interface {
 	RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *corev1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string])
 	RunFilterPlugins(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, info fwk.NodeInfo) *fwk.Status
+	RunPreFilterExtensionAddPod(ctx context.Context, state fwk.CycleState, podToSchedule *corev1.Pod, podInfoToAdd fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status
+	RunPreFilterExtensionRemovePod(ctx context.Context, state fwk.CycleState, podToSchedule *corev1.Pod, podInfoToRemove fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status
 	Parallelizer() fwk.Parallelizer
 }
 
-// Verdicts are the nodes a probed pod may not use, with the reason of each.
-type Verdicts map[string]string
+// Verdicts are the nodes a probed pod may not use, with the refusal of each.
+type Verdicts map[string]Verdict
+
+// Verdict is one node's refusal.
+type Verdict struct {
+	Plugin  string // "" when PreFilter refused the pod everywhere
+	Reasons string
+}
+
+func (v Verdict) String() string {
+	if v.Plugin == "" {
+		return v.Reasons
+	}
+	return v.Plugin + ": " + v.Reasons
+}
 
 // Summary words the verdicts for a group condition: how many nodes each
 // reason excluded, most frequent first.
@@ -71,7 +87,7 @@ func (v Verdicts) Summary() string {
 	}
 	count := map[string]int{}
 	for _, r := range v {
-		count[r]++
+		count[r.String()]++
 	}
 	reasons := slices.Collect(maps.Keys(count))
 	sort.Slice(reasons, func(i, j int) bool {
@@ -146,7 +162,7 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 		}
 		// The profile rejects the pod before any node is looked at (a
 		// missing claim, a PVC that does not exist).
-		reason := describe(st)
+		reason := verdictOf(st)
 		for _, ni := range infos {
 			if n := ni.Node(); n != nil {
 				out.verdicts[n.Name] = reason
@@ -156,7 +172,7 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 		return out.verdicts, nil
 	}
 
-	results := make([]string, len(infos))
+	results := make([]Verdict, len(infos))
 	check := func(i int) {
 		ni := infos[i]
 		n := ni.Node()
@@ -170,11 +186,11 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 			}
 		}
 		if pre != nil && !pre.AllNodes() && !pre.NodeNames.Has(n.Name) {
-			results[i] = "PreFilter: node is not among the nodes the pod may use"
+			results[i] = Verdict{Plugin: "PreFilter", Reasons: "node is not among the nodes the pod may use"}
 			return
 		}
 		if st := r.RunFilterPlugins(ctx, state, probe, ni); !st.IsSuccess() && !p.modelled.Has(st.Plugin()) {
-			results[i] = describe(st)
+			results[i] = verdictOf(st)
 		}
 	}
 	r.Parallelizer().Until(ctx, len(infos), func(i int) { check(i) }, "phalanxProbe")
@@ -184,7 +200,7 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 			continue
 		}
 		out.gens[n.Name] = ni.GetGeneration()
-		if results[i] != "" {
+		if results[i] != (Verdict{}) {
 			out.verdicts[n.Name] = results[i]
 		}
 	}
@@ -213,12 +229,8 @@ func (p *Prober) Forget(prefix string) {
 	}
 }
 
-func describe(st *fwk.Status) string {
-	reasons := strings.Join(st.Reasons(), ", ")
-	if st.Plugin() == "" {
-		return reasons
-	}
-	return st.Plugin() + ": " + reasons
+func verdictOf(st *fwk.Status) Verdict {
+	return Verdict{Plugin: st.Plugin(), Reasons: strings.Join(st.Reasons(), ", ")}
 }
 
 // resourceFree is a copy of pod that asks for no resources and has a UID of
@@ -239,4 +251,70 @@ func resourceFree(pod *corev1.Pod) *corev1.Pod {
 	strip(c.Spec.Containers)
 	strip(c.Spec.InitContainers)
 	return c
+}
+
+// Blockers answers, for a node the profile refuses pod on, which of the
+// pods there removable allows to evict would clear the refusal: the
+// preemption rule upstream applies per node, minus resources. All
+// removable pods are taken off a copy of the node; if the filters then
+// pass, each is put back, highest priority first, and stays back unless it
+// makes them fail again. ok is false when removing all of them does not
+// help, e.g. a taint or a volume refuses the pod.
+func (p *Prober) Blockers(ctx context.Context, pod *corev1.Pod, ni fwk.NodeInfo, removable func(*corev1.Pod) bool) (blockers []*corev1.Pod, ok bool, err error) {
+	r, isRunner := p.handle.(runner)
+	if !isRunner {
+		return nil, false, fmt.Errorf("the framework handle cannot run the profile's filters")
+	}
+	probe := resourceFree(pod)
+	state := framework.NewCycleState()
+	state.Write(stateKey, marker{})
+	if _, st, _ := r.RunPreFilterPlugins(ctx, state, probe); !st.IsSuccess() && !st.IsSkip() {
+		return nil, false, nil
+	}
+	node := ni.Snapshot()
+	logger := klog.FromContext(ctx)
+	var removed []fwk.PodInfo
+	for _, pi := range ni.GetPods() {
+		if !removable(pi.GetPod()) {
+			continue
+		}
+		if err := node.RemovePod(logger, pi.GetPod()); err != nil {
+			return nil, false, err
+		}
+		if st := r.RunPreFilterExtensionRemovePod(ctx, state, probe, pi, node); !st.IsSuccess() {
+			return nil, false, st.AsError()
+		}
+		removed = append(removed, pi)
+	}
+	if len(removed) == 0 {
+		return nil, false, nil
+	}
+	if st := r.RunFilterPlugins(ctx, state, probe, node); !st.IsSuccess() {
+		return nil, false, nil
+	}
+	sort.SliceStable(removed, func(i, j int) bool { return priority(removed[i].GetPod()) > priority(removed[j].GetPod()) })
+	for _, pi := range removed {
+		node.AddPodInfo(pi)
+		if st := r.RunPreFilterExtensionAddPod(ctx, state, probe, pi, node); !st.IsSuccess() {
+			return nil, false, st.AsError()
+		}
+		if st := r.RunFilterPlugins(ctx, state, probe, node); st.IsSuccess() {
+			continue
+		}
+		if err := node.RemovePod(logger, pi.GetPod()); err != nil {
+			return nil, false, err
+		}
+		if st := r.RunPreFilterExtensionRemovePod(ctx, state, probe, pi, node); !st.IsSuccess() {
+			return nil, false, st.AsError()
+		}
+		blockers = append(blockers, pi.GetPod())
+	}
+	return blockers, true, nil
+}
+
+func priority(p *corev1.Pod) int32 {
+	if p.Spec.Priority != nil {
+		return *p.Spec.Priority
+	}
+	return 0
 }

@@ -1,8 +1,10 @@
 package topology
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
@@ -39,6 +42,43 @@ type Constraints struct {
 	// ProbeAll says the profile runs filters Phalanx does not know, so
 	// every shape is probed.
 	ProbeAll bool
+	// Blockers, for preemption, says which running pods the preemptor may
+	// evict would clear a node the probe refused the pod on (their
+	// PodKeys); ok is false when evicting cannot clear it.
+	Blockers func(pod *corev1.Pod, node string) (keys []string, ok bool)
+}
+
+// clearable are the filters whose refusals come from other pods, which
+// preemption may evict.
+var clearable = map[string]bool{names.InterPodAffinity: true, names.NodePorts: true, names.PodTopologySpread: true}
+
+// NewProber probes the profile behind h, leaving out the refusals of the
+// filters the planner applies itself (node selection, taints, room).
+func NewProber(h fwk.Handle) *probe.Prober {
+	return probe.New(h, names.NodeUnschedulable, names.NodeName, names.TaintToleration, names.NodeAffinity, names.NodeResourcesFit)
+}
+
+// ClusterConstraints is what every plan of a group against infos needs:
+// namespace labels for term matching, a probe of the profile's filters
+// through pr, and whether the profile runs filters Phalanx does not model.
+func ClusterConstraints(ctx context.Context, h fwk.Handle, pr *probe.Prober, infos []fwk.NodeInfo) *Constraints {
+	nsLister := h.SharedInformerFactory().Core().V1().Namespaces().Lister()
+	return &Constraints{
+		Nodes: infos,
+		NamespaceLabels: func(ns string) labels.Set {
+			n, err := nsLister.Get(ns)
+			if err != nil {
+				return nil
+			}
+			return n.Labels
+		},
+		Probe: func(key string, pod *corev1.Pod, crossNode bool) (probe.Verdicts, error) {
+			start := time.Now()
+			defer func() { probeDuration.Observe(time.Since(start).Seconds()) }()
+			return pr.Nodes(ctx, key, pod, infos, crossNode)
+		},
+		ProbeAll: unknownFilters(h),
+	}
 }
 
 // Rejection is a planned node the scheduler's Filter refused a member on.
@@ -447,7 +487,16 @@ func (c *Constraints) constrain(t *groups.Tree, pt *planTerms, key string, rep *
 		}
 		if len(v) > 0 {
 			s.NodeLimit = make(map[string]int, len(v))
-			for n := range v {
+			for n, verdict := range v {
+				if c.Blockers != nil && clearable[verdict.Plugin] {
+					if keys, ok := c.Blockers(rep, n); ok {
+						if s.BlockedBy == nil {
+							s.BlockedBy = map[string][]string{}
+						}
+						s.BlockedBy[n] = keys
+						continue
+					}
+				}
 				s.NodeLimit[n] = 0
 			}
 			notes = append(notes, v.Summary())

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -16,41 +15,27 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
 // constraints is the planner's view of what the profile's filters enforce
 // for root's next plan.
 func (t *Topology) constraints(ctx context.Context, root groups.Key, infos []fwk.NodeInfo) *Constraints {
-	return &Constraints{
-		Nodes: infos,
-		NamespaceLabels: func(ns string) labels.Set {
-			n, err := t.nsLister.Get(ns)
-			if err != nil {
-				return nil
+	c := ClusterConstraints(ctx, t.handle, t.prober, infos)
+	c.ProbeAll = t.probeAll()
+	c.Rejected = func(shape string) map[string]Rejection {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		out := map[string]Rejection{}
+		for node, r := range t.rejected[root][shape] {
+			if time.Since(r.at) > rejectionTTL {
+				delete(t.rejected[root][shape], node)
+				continue
 			}
-			return n.Labels
-		},
-		Probe: func(key string, pod *corev1.Pod, crossNode bool) (probe.Verdicts, error) {
-			start := time.Now()
-			defer func() { probeDuration.Observe(time.Since(start).Seconds()) }()
-			return t.prober.Nodes(ctx, key, pod, infos, crossNode)
-		},
-		Rejected: func(shape string) map[string]Rejection {
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			out := map[string]Rejection{}
-			for node, r := range t.rejected[root][shape] {
-				if time.Since(r.at) > rejectionTTL {
-					delete(t.rejected[root][shape], node)
-					continue
-				}
-				out[node] = r.Rejection
-			}
-			return out
-		},
-		ProbeAll: t.probeAll(),
+			out[node] = r.Rejection
+		}
+		return out
 	}
+	return c
 }
 
 // recordRejection remembers that the profile's Filter refused pod on node,

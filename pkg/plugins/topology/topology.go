@@ -27,7 +27,6 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -171,7 +170,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		handle: h, groups: fed, status: w, args: args, opts: opts,
 		plans:    map[groups.Key]*plan{},
 		rejected: map[groups.Key]map[string]map[string]rejection{},
-		prober:   probe.New(h, names.NodeUnschedulable, names.NodeName, names.TaintToleration, names.NodeAffinity, names.NodeResourcesFit),
+		prober:   NewProber(h),
 		probeAll: sync.OnceValue(func() bool { return unknownFilters(h) }),
 		nsLister: h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
 	}
