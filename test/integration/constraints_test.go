@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -425,4 +426,65 @@ func TestGangPreemptionClearsEveryBlocker(t *testing.T) {
 		assert.NotEqual(t, nodes[3], boundPods(t, c, ns)["w-2"], "the joining member left the gang's rack")
 		assert.Equal(t, []string{"low-" + nodes[3]}, podNames(t, c, ns, "low-"), "only the pod in the gang's rack is evicted")
 	})
+}
+
+// TestRefusedPlanIsNotRepeated: a per-node limit the probe cannot see (CSI
+// attach limits count the volumes of the members already placed) refuses
+// the second member on the node the plan packed both onto. The next plan
+// must not repeat that: the gang binds one member per node.
+func TestRefusedPlanIsNotRepeated(t *testing.T) {
+	c := startCluster(t, sandbox.Options{Scheduler: true})
+	ctx := context.Background()
+	ns := namespace(t, c)
+	suite := "csi"
+	const driver = "attach.csi.phalanx.dev"
+	nodes := suiteNodes(t, c, suite, 0, 2, nil)
+	for _, n := range nodes {
+		_, err := c.Client.StorageV1().CSINodes().Create(ctx, &storagev1.CSINode{
+			ObjectMeta: metav1.ObjectMeta{Name: n},
+			Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{
+				Name: driver, NodeID: n, Allocatable: &storagev1.VolumeNodeResources{Count: ptr.To[int32](1)},
+			}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	createPodGroup(t, c, ns, gangPG("w", 2))
+	for i := range 2 {
+		pvName := fmt.Sprintf("%s-pv-%d", ns, i)
+		claim := fmt.Sprintf("data-%d", i)
+		pv, err := c.Client.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: pvName},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: pvName}},
+				ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: claim},
+				StorageClassName:       "",
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pv.Status.Phase = corev1.VolumeBound
+		_, err = c.Client.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		// Pre-bound both ways, as the PV controller (not running here)
+		// would leave them.
+		pvc, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: claim, Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes"}},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				VolumeName:       pvName,
+				StorageClassName: ptr.To(""),
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pvc.Status.Phase = corev1.ClaimBound
+		_, err = c.Client.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, pvc, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		createAll(t, c, ns, constrainedPod(fmt.Sprintf("w-%d", i), suite, "w", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}
+		}))
+	}
+	bound := waitAllBound(t, c, ns, 2)
+	assert.Len(t, nodeSet(bound), 2, "both members on one node past its attach limit: %v", bound)
 }

@@ -194,7 +194,19 @@ func shapeKey(pod *corev1.Pod) string {
 	for _, n := range names {
 		fmt.Fprintf(&b, "%s=%d;", n, req[corev1.ResourceName(n)])
 	}
-	fmt.Fprintf(&b, "|%v|%v", pod.Spec.Tolerations, pod.Spec.NodeSelector)
+	// Tolerations are written out field by field: %v of a toleration
+	// prints the address of its TolerationSeconds, which made every pod
+	// that admission gave the default not-ready/unreachable tolerations a
+	// shape of its own.
+	b.WriteByte('|')
+	for _, t := range pod.Spec.Tolerations {
+		fmt.Fprintf(&b, "%q,%q,%q,%q", t.Key, t.Operator, t.Value, t.Effect)
+		if t.TolerationSeconds != nil {
+			fmt.Fprintf(&b, ",%d", *t.TolerationSeconds)
+		}
+		b.WriteByte(';')
+	}
+	fmt.Fprintf(&b, "|%v", pod.Spec.NodeSelector)
 	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
 		fmt.Fprintf(&b, "|%v", a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
 	}

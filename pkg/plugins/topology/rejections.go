@@ -42,7 +42,7 @@ func (t *Topology) constraints(ctx context.Context, root groups.Key, infos []fwk
 // its planned node, with how many members of its shape the node held then.
 // Rejections for lack of room are not remembered: the next plan sees the
 // room as it is. Neither are Phalanx's own.
-func (t *Topology) recordRejection(ctx context.Context, root groups.Key, pod *corev1.Pod, node string, st *fwk.Status) {
+func (t *Topology) recordRejection(ctx context.Context, root groups.Key, pod *corev1.Pod, node string, planned map[string]string, st *fwk.Status) {
 	if st == nil || st.IsSuccess() {
 		return
 	}
@@ -82,8 +82,16 @@ func (t *Topology) recordRejection(ctx context.Context, root groups.Key, pod *co
 	key := shapeKey(pod) + "#" + pt.signature(c, pod)
 	held := 0
 	base := shapeKey(pod)
+	// The Filter judged the pod with its siblings already on the node and
+	// those nominated there by the plan (the framework adds nominated pods
+	// of equal priority), so the node holds at most that many of the shape.
 	for _, m := range members {
-		if (m.State == groups.Assumed || m.State == groups.Bound) && m.Node == node && shapeKey(m.Pod) == base {
+		if m.Pod.UID == pod.UID || shapeKey(m.Pod) != base {
+			continue
+		}
+		onNode := (m.State == groups.Assumed || m.State == groups.Bound) && m.Node == node
+		nominated := m.State == groups.Pending && planned[PodKey(m.Pod)] == node
+		if onNode || nominated {
 			held++
 		}
 	}
@@ -99,7 +107,7 @@ func (t *Topology) recordRejection(ctx context.Context, root groups.Key, pod *co
 	t.mu.Unlock()
 	planRejections.WithLabelValues(plugin).Inc()
 	klog.FromContext(ctx).V(2).Info("Planned node refused a member", "group", root, "pod", klog.KObj(pod), "node", node, "plugin", plugin, "reasons", st.Reasons(), "held", held)
-	msg := fmt.Sprintf("member %s was refused on its planned node %s by %s (%v); the next plan keeps the group's pods of its shape there to %d", pod.Name, node, plugin, st.Reasons(), held)
+	msg := fmt.Sprintf("member %s was refused on its planned node %s by %s (%v); the next plan puts at most %d of the group's pods of its shape there", pod.Name, node, plugin, st.Reasons(), held)
 	t.status.Set(tree.Key, groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 }
 

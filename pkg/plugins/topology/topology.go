@@ -459,7 +459,7 @@ func (t *Topology) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1
 		t.mu.Unlock()
 		if p != nil && p.infeasible == nil {
 			if node, planned := p.assignments[PodKey(pod)]; planned {
-				t.recordRejection(ctx, root, pod, node, statuses.Get(node))
+				t.recordRejection(ctx, root, pod, node, p.assignments, statuses.Get(node))
 			}
 			t.drop(root)
 		}

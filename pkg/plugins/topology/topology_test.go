@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
@@ -88,4 +89,32 @@ func TestPlanInputGroupsPodsByShapeAndFixesPlacedMembers(t *testing.T) {
 	assert.Equal(t, []placement.BoundPod{{Key: "uid-d", Node: "n1"}, {Key: "uid-e", Node: "n2"}}, leaf.Bound)
 	assert.Len(t, uids, 6, "every member's own nominations are excluded")
 	assert.Equal(t, int64(2000), Requests(testPod("x", "2", ""))[corev1.ResourceCPU], "cpu is in millicores")
+}
+
+func TestPodsWithAdmissionDefaultTolerationsShareAShape(t *testing.T) {
+	// Admission gives every pod its own copy of the not-ready/unreachable
+	// tolerations, each with its own TolerationSeconds pointer.
+	withDefaults := func(name string) *corev1.Pod {
+		p := testPod(name, "1", "")
+		for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{
+				Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300),
+			})
+		}
+		return p
+	}
+	tree := &groups.Tree{
+		Info:    groups.Info{Key: groups.Key{Kind: groups.PodGroupKind, Namespace: "ns", Name: "g"}, Gang: true, MinCount: 3},
+		Members: []groups.Member{{Pod: withDefaults("a")}, {Pod: withDefaults("b")}, {Pod: withDefaults("c")}},
+	}
+	g, _, err := BuildInput(tree, &Constraints{})
+	require.NoError(t, err)
+	assert.Len(t, g.Shapes, 1, "identical pods are one shape, so a constrained shape is probed once")
+
+	other := withDefaults("d")
+	other.Spec.Tolerations[0].TolerationSeconds = ptr.To[int64](60)
+	tree.Members = append(tree.Members, groups.Member{Pod: other})
+	g, _, err = BuildInput(tree, &Constraints{})
+	require.NoError(t, err)
+	assert.Len(t, g.Shapes, 2, "a different tolerationSeconds is a different shape")
 }
