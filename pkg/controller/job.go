@@ -333,7 +333,7 @@ func (c *jobController) createWorkload(ctx context.Context, job *batchv1.Job, w 
 		fmt.Sprintf("created Workload %s; the Job's pods join PodGroup %s, a gang of %d", w.Name, pg, minCount))
 	if !templateGated(job) && job.Spec.Template.Labels[v1alpha1.PodGroupLabel] != pg {
 		c.recorder.Event(job, corev1.EventTypeWarning, EventGangNotGated, fmt.Sprintf(
-			"the pod template has neither the scheduling gate %s nor the label %s=%s, so a pod can be scheduled on its own before it is attached to the gang: add spec.template.spec.schedulingGates: [{name: %s}]",
+			"the pod template has neither the scheduling gate %s nor the label %s=%s: phalanx-scheduler holds the pods until they are attached to the gang, but a pod left to any other scheduler can be scheduled on its own: add spec.template.spec.schedulingGates: [{name: %s}]",
 			GangSchedulingGate, v1alpha1.PodGroupLabel, pg, GangSchedulingGate))
 	}
 	return nil
