@@ -35,7 +35,8 @@ var jobsResource = batchv1.SchemeGroupVersion.WithResource("jobs")
 // Only Job metadata is watched: the annotation is all that matters, and a
 // cluster's Jobs with their pod templates would cost far more memory.
 type jobHolds struct {
-	jobs cache.GenericLister
+	jobs   cache.GenericLister
+	handle fwk.Handle
 }
 
 func newJobHolds(ctx context.Context, cfg *restclient.Config, h fwk.Handle) (*jobHolds, error) {
@@ -54,7 +55,7 @@ func newJobHolds(ctx context.Context, cfg *restclient.Config, h fwk.Handle) (*jo
 	}); err != nil {
 		return nil, err
 	}
-	j := &jobHolds{jobs: inf.Lister()}
+	j := &jobHolds{jobs: inf.Lister(), handle: h}
 	// A held pod is re-examined when its Job appears or its annotations
 	// change (the controller labelling the pod re-examines it anyway).
 	activate := func(obj interface{}) {
@@ -119,6 +120,14 @@ func (j *jobHolds) reason(pod *corev1.Pod) string {
 	var job metav1.Object
 	if err == nil {
 		job, _ = obj.(metav1.Object)
+	}
+	if job == nil {
+		// The Job's arrival activates its held pods, but it may arrive
+		// between this lookup and the queue parking the pod, and that
+		// activation would find nothing to move: look again shortly.
+		time.AfterFunc(time.Second, func() {
+			j.handle.Activate(klog.Background(), map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
+		})
 	}
 	return jobHoldReason(owner, job)
 }
