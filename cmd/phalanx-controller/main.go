@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // REST client, workqueue and leader-election metrics
 	"k8s.io/klog/v2"
 
@@ -44,7 +43,7 @@ type flags struct {
 	leaderElect    bool
 	leaseNamespace string
 	healthAddr     string
-	metricsAddr    string
+	metrics        *metricsServing
 	workers        int
 }
 
@@ -55,7 +54,8 @@ func main() {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one active replica through a Lease before running the controllers")
 	fs.StringVar(&f.leaseNamespace, "leader-elect-namespace", "phalanx-system", "namespace of the leader-election Lease "+leaseName)
 	fs.StringVar(&f.healthAddr, "health-addr", ":8081", "address serving /healthz and /readyz")
-	fs.StringVar(&f.metricsAddr, "metrics-addr", ":8080", "address serving Prometheus /metrics")
+	f.metrics = newMetricsServing()
+	f.metrics.addFlags(fs)
 	fs.IntVar(&f.workers, "workers", 4, "keys each controller reconciles concurrently")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -114,12 +114,14 @@ func run(ctx context.Context, f flags) error {
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	metrics := http.NewServeMux()
-	metrics.Handle("/metrics", legacyregistry.Handler())
+	// /metrics is on the secure port (--secure-port, HTTPS), behind
+	// delegated authentication and authorization.
+	if err := f.metrics.start(f.kubeconfig, ctx.Done()); err != nil {
+		return err
+	}
 	errs := make(chan error, 4)
 	for _, s := range []*http.Server{
 		{Addr: f.healthAddr, Handler: health, ReadHeaderTimeout: 5 * time.Second},
-		{Addr: f.metricsAddr, Handler: metrics, ReadHeaderTimeout: 5 * time.Second},
 	} {
 		go func() {
 			if err := s.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {

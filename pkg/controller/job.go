@@ -78,8 +78,9 @@ func newJobController(kube kubernetes.Interface, client versioned.Interface, job
 		UpdateFunc: func(old, cur interface{}) {
 			o, n := old.(*batchv1.Job), cur.(*batchv1.Job)
 			// The Job controller writes status all the time; only the spec
-			// (parallelism) and the annotations matter here.
-			if o.Generation != n.Generation || !maps.Equal(o.Annotations, n.Annotations) {
+			// (parallelism), the annotations and the count of succeeded
+			// pods (which shrinks the gang) matter here.
+			if o.Generation != n.Generation || !maps.Equal(o.Annotations, n.Annotations) || o.Status.Succeeded != n.Status.Succeeded {
 				c.jobChanged(n)
 			}
 		},
@@ -270,7 +271,7 @@ func (c *jobController) syncJob(ctx context.Context, key cache.ObjectName) error
 		return c.reportInvalid(ctx, job, existing, errs)
 	}
 	if existing == nil {
-		return c.createWorkload(ctx, job, desired)
+		return c.createWorkload(ctx, job, withJobMinCount(job, desired))
 	}
 	if _, err := setWorkloadCondition(ctx, c.client, existing, metav1.Condition{
 		Type: ConditionJobConfigValid, Status: metav1.ConditionTrue, Reason: ReasonValid,
@@ -282,7 +283,20 @@ func (c *jobController) syncJob(ctx context.Context, key cache.ObjectName) error
 	if !ok {
 		return nil
 	}
-	return c.syncMinCount(ctx, job, existing, want)
+	return c.syncMinCount(ctx, job, existing, jobPodsStillToRun(job, want))
+}
+
+// withJobMinCount returns a copy of w whose gang is sized by what the Job
+// still has to run (a Job may become a gang after some of its pods
+// succeeded).
+func withJobMinCount(job *batchv1.Job, w *v1alpha1.Workload) *v1alpha1.Workload {
+	w = w.DeepCopy()
+	for i := range w.Spec.PodGroupTemplates {
+		if t := &w.Spec.PodGroupTemplates[i]; t.Name == JobTemplateName && t.SchedulingPolicy.Gang != nil {
+			t.SchedulingPolicy.Gang.MinCount = jobPodsStillToRun(job, t.SchedulingPolicy.Gang.MinCount)
+		}
+	}
+	return w
 }
 
 // reportInvalid tells the user what is wrong. With no Workload yet there is
@@ -307,8 +321,7 @@ func (c *jobController) reportInvalid(ctx context.Context, job *batchv1.Job, exi
 	return nil
 }
 
-func (c *jobController) createWorkload(ctx context.Context, job *batchv1.Job, desired *v1alpha1.Workload) error {
-	w := desired.DeepCopy()
+func (c *jobController) createWorkload(ctx context.Context, job *batchv1.Job, w *v1alpha1.Workload) error {
 	if _, err := c.client.SchedulingV1alpha1().Workloads(w.Namespace).Create(ctx, w, metav1.CreateOptions{FieldManager: ControllerName}); err != nil {
 		// AlreadyExists means our cache is behind: retry once it caught up.
 		return fmt.Errorf("create Workload %s/%s for Job: %w", w.Namespace, w.Name, err)
@@ -320,7 +333,7 @@ func (c *jobController) createWorkload(ctx context.Context, job *batchv1.Job, de
 		fmt.Sprintf("created Workload %s; the Job's pods join PodGroup %s, a gang of %d", w.Name, pg, minCount))
 	if !templateGated(job) && job.Spec.Template.Labels[v1alpha1.PodGroupLabel] != pg {
 		c.recorder.Event(job, corev1.EventTypeWarning, EventGangNotGated, fmt.Sprintf(
-			"the pod template has neither the scheduling gate %s nor the label %s=%s, so a pod can be scheduled on its own before it is attached to the gang: add spec.template.spec.schedulingGates: [{name: %s}]",
+			"the pod template has neither the scheduling gate %s nor the label %s=%s: phalanx-scheduler holds the pods until they are attached to the gang, but a pod left to any other scheduler can be scheduled on its own: add spec.template.spec.schedulingGates: [{name: %s}]",
 			GangSchedulingGate, v1alpha1.PodGroupLabel, pg, GangSchedulingGate))
 	}
 	return nil

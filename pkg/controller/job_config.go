@@ -65,6 +65,31 @@ func (g *jobGang) ready() bool {
 	return g.explicitMinCount || g.podsAtOnce > 0
 }
 
+// jobPodsStillToRun caps a gang size by what the Job has left to do. The
+// gang is the set of pods that must run together now: pods that succeeded
+// have left it (the scheduler no longer counts finished pods), so keeping
+// the original size would hold the last pods, or a retry of a failed one,
+// waiting for members that will never be created. With completions set,
+// completions - succeeded pods remain; without (a work queue), the Job
+// starts no new pod once one succeeded and the others finish on their own,
+// so parallelism - succeeded is what still runs. Never below 1: a group of
+// 0 would let any pod through alone, and a finished Job has no pods left to
+// hold anyway.
+func jobPodsStillToRun(job *batchv1.Job, size int32) int32 {
+	total := int32(1)
+	if p := job.Spec.Parallelism; p != nil {
+		total = *p
+	}
+	if c := job.Spec.Completions; c != nil {
+		total = *c
+	}
+	left := total - job.Status.Succeeded
+	if left < size {
+		size = left
+	}
+	return max(size, 1)
+}
+
 // jobPodsAtOnce is the default gang size: parallelism (1 when unset), or
 // completions when that is smaller, because the Job controller never runs
 // more pods than it still needs and a larger gang would wait forever.

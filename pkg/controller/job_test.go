@@ -288,3 +288,56 @@ func TestJobIntegrationUpdatesAnExistingGang(t *testing.T) {
 		assert.Contains(t, cond.Message, `metadata.annotations[scheduling.phalanx.dev/topology-key]: Invalid value: "": schedulingConstraints is immutable`)
 	})
 }
+
+func TestJobGangShrinksToWhatRemainsToRun(t *testing.T) {
+	tests := []struct {
+		name                   string
+		parallelism, completed *int32
+		minCount               string
+		succeeded              int32
+		want                   int32
+	}{
+		{name: "completions 5, parallelism 4, 4 succeeded: the fifth pod is a gang of 1",
+			parallelism: ptr.To[int32](4), completed: ptr.To[int32](5), succeeded: 4, want: 1},
+		{name: "completions 5, parallelism 4, 1 succeeded: 4 still run together",
+			parallelism: ptr.To[int32](4), completed: ptr.To[int32](5), succeeded: 1, want: 4},
+		{name: "completions = parallelism = 3, 2 succeeded: the retry of the failed pod runs alone",
+			parallelism: ptr.To[int32](3), completed: ptr.To[int32](3), succeeded: 2, want: 1},
+		{name: "an explicit min-count is capped by what remains",
+			parallelism: ptr.To[int32](4), completed: ptr.To[int32](6), minCount: "4", succeeded: 4, want: 2},
+		{name: "an explicit min-count below what remains stays",
+			parallelism: ptr.To[int32](4), completed: ptr.To[int32](8), minCount: "2", succeeded: 4, want: 2},
+		{name: "a work queue (no completions) shrinks by what succeeded",
+			parallelism: ptr.To[int32](4), succeeded: 1, want: 3},
+		{name: "never below 1 once everything succeeded",
+			parallelism: ptr.To[int32](3), completed: ptr.To[int32](3), succeeded: 3, want: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ann []string
+			if tc.minCount != "" {
+				ann = []string{MinCountAnnotation, tc.minCount}
+			}
+			job := gangJob("train", tc.parallelism, ann...)
+			job.Spec.Completions = tc.completed
+			w, pg := jobObjects(t, job)
+			progressed := job.DeepCopy()
+			progressed.Status.Succeeded = tc.succeeded
+			f := newFixture(t, progressed, w, pg)
+			require.NoError(t, f.c.jobs.syncJob(context.Background(), key("train")))
+
+			assert.Equal(t, tc.want, f.podGroup("train-workers").Spec.SchedulingPolicy.Gang.MinCount)
+			assert.Equal(t, tc.want, f.workload("train").Spec.PodGroupTemplates[0].SchedulingPolicy.Gang.MinCount)
+		})
+	}
+
+	t.Run("a Job that becomes a gang after some pods succeeded starts with what remains", func(t *testing.T) {
+		job := gangJob("train", ptr.To[int32](4))
+		job.Spec.Completions = ptr.To[int32](5)
+		job.Status.Succeeded = 3
+		f := newFixture(t, job)
+		require.NoError(t, f.c.jobs.syncJob(context.Background(), key("train")))
+		assert.Equal(t, int32(2), f.workload("train").Spec.PodGroupTemplates[0].SchedulingPolicy.Gang.MinCount)
+		assert.True(t, hasEvent(f.drainEvents(), "Normal", EventWorkloadCreated, "a gang of 2"))
+	})
+}

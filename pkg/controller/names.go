@@ -18,7 +18,8 @@ const (
 	// GangAnnotation opts a batch/v1 Job in: "true" makes its pods one gang.
 	GangAnnotation = "scheduling.phalanx.dev/gang"
 	// MinCountAnnotation overrides the gang's minCount (a positive integer).
-	// Without it minCount follows the Job's parallelism.
+	// Without it minCount follows the Job's parallelism (capped by what
+	// remains to run, see jobPodsStillToRun).
 	MinCountAnnotation = "scheduling.phalanx.dev/min-count"
 	// TopologyKeyAnnotation asks for every pod of the gang on nodes sharing
 	// one value of this node label, e.g. topology.kubernetes.io/zone.

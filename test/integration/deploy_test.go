@@ -22,12 +22,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -472,10 +474,12 @@ func TestConfigProfilesLoadValidateAndSchedule(t *testing.T) {
 	}
 }
 
-// rbacKinds are the kinds that make up the RBAC of a kustomization.
+// rbacKinds are the kinds that make up the access control of a
+// kustomization: RBAC and the admission policy that narrows it.
 var rbacKinds = map[string]bool{
 	"Namespace": true, "ServiceAccount": true,
 	"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 }
 
 // applyRBAC creates, for real, the namespace, ServiceAccounts and RBAC of
@@ -569,6 +573,29 @@ func TestRBACSchedulerServiceAccount(t *testing.T) {
 	require.NoError(t, updateStatus(), "with the rendered role the scheduler's identity updates PodGroup status")
 	_, err := sa.PodGroups(ns).Create(ctx, gangPG("not-allowed", 1), metav1.CreateOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "the scheduler's identity may not create PodGroups, got %v", err)
+
+	// Its own Lease, yes; the default scheduler's, never: holding
+	// kube-system/kube-scheduler would stop the default scheduler.
+	saKube, err := kubernetes.NewForConfig(saCfg)
+	require.NoError(t, err)
+	own, err := saKube.CoordinationV1().Leases(systemNamespace).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: schedulerLease},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("deploy-test")},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err, "the scheduler's identity creates its own Lease")
+	own.Spec.HolderIdentity = ptr.To("deploy-test-2")
+	_, err = saKube.CoordinationV1().Leases(systemNamespace).Update(ctx, own, metav1.UpdateOptions{})
+	require.NoError(t, err, "the scheduler's identity renews its own Lease")
+	theirs, err := c.Client.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("default-scheduler-0")},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	theirs.Spec.HolderIdentity = ptr.To("phalanx")
+	_, err = saKube.CoordinationV1().Leases("kube-system").Update(ctx, theirs, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "the scheduler's identity may not take the default scheduler's Lease, got %v", err)
+	_, err = saKube.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "nor read it, got %v", err)
 
 	// Remove podgroups/status from the rendered role.
 	role, err := c.Client.RbacV1().ClusterRoles().Get(ctx, "phalanx-scheduler", metav1.GetOptions{})
@@ -1041,13 +1068,13 @@ func TestRBACControllerServiceAccount(t *testing.T) {
 	require.Len(t, containers, 1)
 	deployed, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]interface{}), "args")
 	healthPort, metricsPort := freePort(t), freePort(t)
-	args := []string{"--kubeconfig=" + kubeconfig}
+	args := []string{"--kubeconfig=" + kubeconfig, "--bind-address=127.0.0.1"}
 	for _, a := range deployed {
 		switch {
 		case strings.HasPrefix(a, "--health-addr="):
 			a = fmt.Sprintf("--health-addr=127.0.0.1:%d", healthPort)
-		case strings.HasPrefix(a, "--metrics-addr="):
-			a = fmt.Sprintf("--metrics-addr=127.0.0.1:%d", metricsPort)
+		case strings.HasPrefix(a, "--secure-port="):
+			a = fmt.Sprintf("--secure-port=%d", metricsPort)
 		}
 		args = append(args, a)
 	}
@@ -1132,9 +1159,16 @@ func TestRBACControllerServiceAccount(t *testing.T) {
 		})
 	})
 
-	code, body, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), "")
+	metricsURL := fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort)
+	code, _, err := httpGet(metricsURL, "")
 	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, http.StatusForbidden, code, "an anonymous caller is refused the metrics")
+	code, _, err = httpGet(metricsURL, "not-a-token")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusUnauthorized, code, "a caller with a bad token is refused the metrics")
+	code, body, err := httpGet(metricsURL, metricsReaderToken(t, c))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "a caller bound to phalanx-metrics-reader gets the metrics")
 	v, _ := metricValue(body, "phalanx_controller_reconcile_total", `result="success"`)
 	assert.Positive(t, v, "the controller's metrics count its reconciles")
 	p.assertNoForbidden(t)
@@ -1146,4 +1180,79 @@ func client404(err error) error {
 		return nil
 	}
 	return err
+}
+
+// TestControllerPodUpdatePolicy applies the rendered RBAC and admission
+// policy and acts as phalanx-controller's ServiceAccount: RBAC lets it
+// patch any pod, the policy lets it change only the pod-group label and
+// the gang gate.
+func TestControllerPodUpdatePolicy(t *testing.T) {
+	c := startCluster(t, sandbox.Options{})
+	ctx := context.Background()
+	applyRBAC(t, c, "manifests/overlays/second-scheduler")
+	ns := namespace(t, c)
+	pod := plainPod("victim", "100m")
+	pod.Labels = map[string]string{"app": "victim"}
+	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: controller.GangSchedulingGate}, {Name: "example.com/other"}}
+	_, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	cfg := restclient.CopyConfig(c.Config)
+	cfg.Impersonate = restclient.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + systemNamespace + ":" + controllerSA,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNamespace, "system:authenticated"},
+	}
+	as, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	patch := func(p string) error {
+		_, err := as.CoreV1().Pods(ns).Patch(ctx, "victim", types.StrategicMergePatchType, []byte(p), metav1.PatchOptions{})
+		return err
+	}
+	const policyMsg = "phalanx-controller may change only the scheduling.phalanx.dev/pod-group label and the scheduling.phalanx.dev/gang scheduling gate of a pod, not its images or any other field"
+
+	// The policy takes effect once the API server has loaded it.
+	eventually(t, 30*time.Second, "the controller's image patch to be denied", func() (bool, error) {
+		err := patch(`{"spec":{"containers":[{"name":"main","image":"registry.example.com/evil:1"}]}}`)
+		if err == nil {
+			// Not enforced yet: put the image back for the next try.
+			_, err := c.Client.CoreV1().Pods(ns).Patch(ctx, "victim", types.StrategicMergePatchType,
+				[]byte(`{"spec":{"containers":[{"name":"main","image":"`+pod.Spec.Containers[0].Image+`"}]}}`), metav1.PatchOptions{})
+			return false, err
+		}
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			assert.Contains(t, err.Error(), policyMsg)
+			return true, nil
+		}
+		return false, err
+	})
+
+	tests := []struct {
+		name, patch, denied string
+	}{
+		{name: "labelling the pod with its PodGroup and lifting the gang gate in one write", patch: `{"metadata":{"labels":{"scheduling.phalanx.dev/pod-group":"train-workers"}},"spec":{"schedulingGates":[{"$patch":"delete","name":"scheduling.phalanx.dev/gang"}]}}`},
+		{name: "another label", patch: `{"metadata":{"labels":{"app":"other"}}}`, denied: "may change only the scheduling.phalanx.dev/pod-group label"},
+		{name: "another scheduling gate", patch: `{"spec":{"schedulingGates":[{"$patch":"delete","name":"example.com/other"}]}}`, denied: "may only remove the scheduling.phalanx.dev/gang scheduling gate"},
+		{name: "an annotation", patch: `{"metadata":{"annotations":{"example.com/x":"y"}}}`, denied: policyMsg},
+		{name: "a toleration", patch: `{"spec":{"tolerations":[{"key":"gpu","operator":"Exists"}]}}`, denied: policyMsg},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := patch(tc.patch)
+			if tc.denied == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.denied)
+		})
+	}
+	got, err := c.Client.CoreV1().Pods(ns).Get(ctx, "victim", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, pod.Spec.Containers[0].Image, got.Spec.Containers[0].Image, "the image is unchanged")
+	assert.Equal(t, "train-workers", got.Labels[v1alpha1.PodGroupLabel])
+	assert.Equal(t, []corev1.PodSchedulingGate{{Name: "example.com/other"}}, got.Spec.SchedulingGates)
+
+	// The policy binds the controller only: an administrator still may.
+	_, err = c.Client.CoreV1().Pods(ns).Patch(ctx, "victim", types.StrategicMergePatchType, []byte(`{"metadata":{"labels":{"app":"other"}}}`), metav1.PatchOptions{})
+	assert.NoError(t, err)
 }

@@ -87,6 +87,8 @@ type shared struct {
 	// binds paces binding requests (bindpace.go); the API server is the
 	// same for every profile, so the first profile's bindConcurrency wins.
 	binds *bindSlots
+	// jobs holds the unattached pods of gang Jobs (jobhold.go).
+	jobs *jobHolds
 
 	mu sync.Mutex
 	// complete remembers which hierarchies had all their members present,
@@ -123,7 +125,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), complete: map[groups.Key]bool{}}
+	jobs, err := newJobHolds(ctx, h.KubeConfig(), h)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}}
 	sharedFor[fed] = pl.shared
 	fed.Subscribe(pl.groupChanged)
 	go func(s *shared) {
@@ -151,6 +157,9 @@ func waitingMessage(s groups.Shortfall) string {
 // PreEnqueue keeps a gang out of the active queue until enough members
 // exist to possibly reach quorum, so an incomplete gang costs no cycle.
 func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
+	if msg := pl.shared.jobs.reason(pod); msg != "" {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
 	// The queue may hand the pod over before the group cache has added it:
 	// count it now rather than hold it for a member it does not know.
 	pl.groups.EnsurePod(pod, pl.handle.SharedInformerFactory().Core().V1().Pods().Lister())
