@@ -82,6 +82,11 @@ type shared struct {
 	// binds paces binding requests (bindpace.go); the API server is the
 	// same for every profile, so the first profile's bindConcurrency wins.
 	binds *bindSlots
+	// deadlines releases a gang that stops progressing in Permit
+	// (deadline.go); the first profile's timeouts win, like binds.
+	deadlines *gangDeadlines
+	// capacity rejects gangs larger than the cluster (capacity.go).
+	capacity *capacity
 
 	mu sync.Mutex
 	// complete remembers which hierarchies had all their members present,
@@ -119,6 +124,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), complete: map[groups.Key]bool{}}
+	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
+	nodes := h.SharedInformerFactory().Core().V1().Nodes()
+	pl.shared.capacity = newCapacity(nodes.Lister())
+	if err := pl.shared.capacity.watch(nodes.Informer()); err != nil {
+		return nil, fmt.Errorf("%s: watch node capacity: %w", Name, err)
+	}
 	sharedFor[fed] = pl.shared
 	fed.Subscribe(pl.groupChanged)
 	go func(s *shared) {
@@ -127,6 +138,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		delete(sharedFor, fed)
 		sharedMu.Unlock()
 		s.attempts.reset()
+		s.deadlines.stop()
 	}(pl.shared)
 	return pl, nil
 }
@@ -202,7 +214,25 @@ func (pl *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod
 	if !ok {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, waitingMessage(short))
 	}
+	if msg := pl.tooLarge(ch); msg != "" {
+		pl.shared.status.Set(ch.Leaf().Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
 	return nil, nil
+}
+
+// tooLarge returns why the pod's leaf gang cannot fit even an empty
+// cluster, "" when it might fit.
+func (pl *Gang) tooLarge(ch groups.Chain) string {
+	leaf := ch.Leaf()
+	rev, known := pl.groups.HierarchyRevision(leaf.Key)
+	msg, err := pl.shared.capacity.exceeds(leaf, rev, known, func() []*corev1.Pod {
+		return pl.groups.LeafMembers(leaf.Key, groups.Is(groups.Pending, groups.Assumed, groups.Bound))
+	})
+	if err != nil {
+		return "" // the planner will judge
+	}
+	return msg
 }
 
 // PreFilterExtensions is not needed: the plugin has no Filter.
@@ -296,7 +326,10 @@ func (pl *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod
 
 func (pl *Gang) rejectWaiting(ctx context.Context, pod *corev1.Pod, msg string) {
 	root, known := pl.hierarchyOf(pod.UID)
-	pl.shared.attempts.failed(root, known, pod.UID, pl.args.permitTimeout())
+	pl.shared.attempts.failed(root, known, pod.UID, pl.args.permitLimit())
+	if known {
+		pl.shared.deadlines.done(root)
+	}
 	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
 		if m.UID == pod.UID {
 			continue
@@ -323,6 +356,7 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 		}
 		if root, grouped := pl.hierarchyOf(pod.UID); grouped {
 			pl.shared.attempts.allowed(root)
+			pl.shared.deadlines.done(root)
 		}
 		pl.allowWaiting(pod)
 		return nil, 0
@@ -338,8 +372,23 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 	}
 	if root, grouped := pl.hierarchyOf(pod.UID); grouped {
 		pl.shared.attempts.waiting(root, pod.UID)
+		pl.shared.deadlines.progress(root)
 	}
-	return fwk.NewStatus(fwk.Wait, waitingMessage(short)), pl.args.permitTimeout()
+	// The framework's per-pod timer only backs up the gang's own deadline
+	// (deadline.go), which moves with the gang's progress.
+	return fwk.NewStatus(fwk.Wait, waitingMessage(short)), pl.args.permitLimit()
+}
+
+// expireGang releases every waiting member of root because the gang stopped
+// progressing in Permit, or waited its overall bound.
+func (pl *Gang) expireGang(root groups.Key, reason string) {
+	pl.shared.attempts.timedOut(root)
+	for _, m := range pl.groups.Members(root, groups.Is(groups.Assumed)) {
+		if wp := pl.handle.GetWaitingPod(m.UID); wp != nil {
+			wp.Reject(Name, reason)
+		}
+	}
+	klog.Background().V(2).Info("Released a gang waiting in Permit", "group", root, "reason", reason)
 }
 
 // heldEventLater emits WaitingForGang on a member held in PreEnqueue if
@@ -393,7 +442,7 @@ func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod) {
 		if ok || err != nil {
 			return
 		}
-		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("reserved a node; waiting up to %ds in Permit for the gang: %s", pl.args.PermitWaitingTimeSeconds, waitingMessage(short)))
+		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("reserved a node; waiting in Permit for the gang while its members keep arriving (released after %s without one, or %s in all): %s", pl.args.permitTimeout(), pl.args.permitLimit(), waitingMessage(short)))
 	})
 }
 
@@ -438,6 +487,10 @@ func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Po
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
 	if ok, _, _ := pl.groups.Quorum(pod, groups.ByExisting); !ok {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
+	if pl.tooLarge(ch) != "" {
+		// PreFilter rejected the gang for its size and already said why.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
 	leaf := ch.Leaf()
