@@ -51,9 +51,6 @@ type Gang struct {
 	verdicts  map[groups.Key]verdict
 }
 
-// maxVerdicts bounds the verdict memo.
-const maxVerdicts = 8192
-
 // verdict is the outcome of checking every member of a hierarchy against
 // the wanted priority, policy and scheduler name, at one revision.
 type verdict struct {
@@ -113,6 +110,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := pl.watchNodeDeletions(); err != nil {
 		return nil, fmt.Errorf("%s: watch node deletions: %w", Name, err)
 	}
+	fed.SubscribeGone(pl.forgetVerdict)
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if s := sharedFor[fed]; s != nil {
@@ -132,6 +130,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	sharedFor[fed] = pl.shared
 	fed.Subscribe(pl.groupChanged)
+	fed.SubscribeGone(pl.forgetGroup)
 	go func(s *shared) {
 		<-ctx.Done()
 		sharedMu.Lock()
@@ -297,12 +296,8 @@ func (pl *Gang) validate(pod *corev1.Pod, ch groups.Chain) string {
 		}
 	}
 	if known {
+		// The entry lives as long as the hierarchy's root (forgetVerdict).
 		pl.verdictMu.Lock()
-		if len(pl.verdicts) >= maxVerdicts {
-			// Deleted hierarchies leave entries behind; starting over costs
-			// one scan per live hierarchy and bounds the memory.
-			clear(pl.verdicts)
-		}
 		pl.verdicts[root.Key] = want
 		pl.verdictMu.Unlock()
 	}
@@ -562,6 +557,30 @@ func (pl *Gang) groupChanged(k groups.Key, object bool) {
 	}
 }
 
+// forgetGroup drops what the plugin kept for group k, which is gone: a
+// scheduler serving thousands of short gangs a day must not hold one entry
+// per gang it ever saw.
+func (pl *Gang) forgetGroup(k groups.Key) {
+	pl.shared.mu.Lock()
+	delete(pl.shared.complete, k)
+	pl.shared.mu.Unlock()
+	pl.shared.events.forgetGroup(k)
+	pl.shared.capacity.forget(k)
+	// Members still waiting were deleted with their group; the framework
+	// rejects them, but the cache may no longer say which gang they were.
+	pl.shared.deadlines.done(k)
+	pl.shared.attempts.forget(k)
+	pl.shared.status.Forget(k)
+}
+
+// forgetVerdict drops this profile's validation memo of group k, which is
+// gone.
+func (pl *Gang) forgetVerdict(k groups.Key) {
+	pl.verdictMu.Lock()
+	delete(pl.verdicts, k)
+	pl.verdictMu.Unlock()
+}
+
 // activate moves the pending members of k's hierarchy to the active queue.
 func (pl *Gang) activate(k groups.Key) {
 	pending := pl.groups.Members(k, groups.Is(groups.Pending))
@@ -602,11 +621,14 @@ func (d *eventDedup) groupTurn(k groups.Key, interval time.Duration) bool {
 	if last, ok := d.groupLast[k]; ok && now.Sub(last) < interval {
 		return false
 	}
-	if len(d.groupLast) > 100000 {
-		clear(d.groupLast)
-	}
-	d.groupLast[k] = now
+	d.groupLast[k] = now // until the group is gone (forgetGroup)
 	return true
+}
+
+func (d *eventDedup) forgetGroup(k groups.Key) {
+	d.mu.Lock()
+	delete(d.groupLast, k)
+	d.mu.Unlock()
 }
 
 func newEventDedup() *eventDedup {

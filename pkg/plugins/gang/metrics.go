@@ -154,6 +154,13 @@ func (a *attempts) closeLocked(root groups.Key) *attempt {
 	return at
 }
 
+// forget closes root's round, uncounted: the group is gone.
+func (a *attempts) forget(root groups.Key) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closeLocked(root)
+}
+
 // reset forgets every open round, when the scheduler stops.
 func (a *attempts) reset() {
 	a.mu.Lock()

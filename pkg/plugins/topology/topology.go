@@ -147,6 +147,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	t := &Topology{handle: h, groups: fed, status: w, args: args, opts: opts, plans: map[groups.Key]*plan{}}
 	fed.Subscribe(t.groupChanged)
+	fed.SubscribeGone(t.forgetGroup)
 	return t, nil
 }
 
