@@ -61,3 +61,24 @@ func TestSlowGangOutlastsPermitTimeout(t *testing.T) {
 		assert.NotEqual(t, "FailedScheduling", e.Reason, "member %s was released while the gang progressed: %s", e.Regarding.Name, e.Note)
 	}
 }
+
+// TestGangLargerThanClusterFailsFast: a gang of 8 four-cpu pods on 4
+// four-cpu nodes could not fit even an empty cluster. It is told so, with
+// the numbers, and none of its pods binds; 4 more nodes make it fit, and
+// it binds whole without anything else happening.
+func TestGangLargerThanClusterFailsFast(t *testing.T) {
+	c := startCluster(t, sandbox.Options{Scheduler: true})
+	addNodes(t, c, "n", 4, "4", 0)
+	ns := namespace(t, c)
+	createPodGroup(t, c, ns, gangPG("huge", 8))
+	for i := 0; i < 8; i++ {
+		createPods(t, c, ns, member{name: fmt.Sprintf("huge-%d", i), labels: inGroup("huge"), cpu: "4"})
+	}
+	waitGroupCondition(t, c, ns, "huge", "Schedulable", "needs 8 pods of 4 cpu; the cluster's allocatable holds at most 4 (4 nodes)")
+	assert.Zero(t, boundWithPrefix(t, c, ns, "huge-"))
+
+	addNodes(t, c, "more", 4, "4", 0)
+	eventually(t, 60*time.Second, "the gang bound once the cluster can hold it", func() (bool, error) {
+		return boundWithPrefix(t, c, ns, "huge-") == 8, nil
+	})
+}
