@@ -259,6 +259,10 @@ func Cases(quick bool) []Case {
 		full("TopologyAwareScheduling/5000Nodes_750Gangs_3000Pods", 10, Case{Gangs: 750, PodsPerGang: 4, TopologyKey: sandbox.RackLabel}),
 		full("TopologyAwareScheduling/5000Nodes_3Gangs_3000Pods_1000PerGroup", 10, Case{Gangs: 3, PodsPerGang: 1000, TopologyKey: sandbox.RackLabel}),
 		full("GangScheduling/7500Nodes_3Gangs_3000Pods_1000PerGroup", 15, Case{Gangs: 3, PodsPerGang: 1000}),
+		// One gang too large to reserve within one per-pod Permit timeout
+		// at the scheduler's rate: it binds only if the wait follows the
+		// gang's progress.
+		full("GangScheduling/7500Nodes_1Gang_20000Pods", 15, Case{Gangs: 1, PodsPerGang: 20000}),
 		// 1,000 nodes in 100 racks of 10, one pod per node.
 		withShape(full("TopologyAwareScheduling/1000Nodes_200Gangs_750Pods_MixedSizes", 20, tasSequence(25)), 5, 20, 10),
 		// 1,000 nodes (10 racks of 100) filled by 250 gangs of 4, one pod

@@ -678,6 +678,24 @@ func (c *Cache) Members(k Key, keep func(State) bool) []*corev1.Pod {
 	return out
 }
 
+// LeafMembers returns the members of group k itself whose state passes
+// keep, in no particular order; nil for a composite or an unknown group.
+func (c *Cache) LeafMembers(k Key, keep func(State) bool) []*corev1.Pod {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	g := c.groups[k]
+	if g == nil || !g.IsLeaf() {
+		return nil
+	}
+	out := make([]*corev1.Pod, 0, len(g.members))
+	for _, m := range g.members {
+		if keep(m.State) {
+			out = append(out, m.Pod)
+		}
+	}
+	return out
+}
+
 func (c *Cache) walkLeavesLocked(g *Group, depth int, fn func(*Group)) {
 	c.walkLeavesVisited(g, depth, map[Key]bool{}, fn)
 }

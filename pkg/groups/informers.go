@@ -31,8 +31,51 @@ type Fed struct {
 	// onChange subscribers run after a group object or member changed, with
 	// the leaf or composite key and whether the group object itself changed.
 	onChange []func(k Key, object bool)
-	mu       sync.Mutex
+	// onGone subscribers run when a group left the cache's live groups:
+	// its object was deleted, or the last member of a label group is gone.
+	onGone []func(k Key)
+	mu     sync.Mutex
 }
+
+// NewFed returns a cache that no informer feeds yet: Shared wires one to
+// the scheduler's informers, and callers without an API server (tests)
+// feed it through the On* handlers.
+func NewFed() *Fed { return &Fed{Cache: NewCache()} }
+
+// SubscribeGone registers fn to be called, outside the cache lock, when
+// group k is gone: its PodGroup or CompositePodGroup was deleted, or the
+// last member of a label group left. Plugins tie their per-group state to
+// this, so nothing outlives the groups it was kept for.
+func (f *Fed) SubscribeGone(fn func(k Key)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onGone = append(f.onGone, fn)
+}
+
+// goneIfMissing tells the onGone subscribers when k is no longer a live
+// group.
+func (f *Fed) goneIfMissing(k Key) {
+	if _, live := f.Get(k); live {
+		return
+	}
+	f.mu.Lock()
+	subs := f.onGone
+	f.mu.Unlock()
+	for _, fn := range subs {
+		fn(k)
+	}
+}
+
+// OnPod, OnPodDeleted, OnPodGroup, OnComposite and OnGroupDeleted are the
+// informers' handlers, for callers that feed the cache themselves.
+func (f *Fed) OnPod(obj interface{})        { f.podChanged(obj) }
+func (f *Fed) OnPodDeleted(obj interface{}) { f.podDeleted(obj) }
+func (f *Fed) OnPodGroup(obj interface{})   { f.podGroupChanged(obj) }
+func (f *Fed) OnComposite(obj interface{})  { f.compositeChanged(obj) }
+
+// OnGroupDeleted handles a deleted PodGroup (kind PodGroupKind) or
+// CompositePodGroup (CompositeKind).
+func (f *Fed) OnGroupDeleted(obj interface{}, kind Kind) { f.groupDeleted(obj, kind) }
 
 // Subscribe registers fn to be called after group changes, outside the
 // cache lock. Plugins use it to react to state the scheduler's own event
@@ -141,9 +184,16 @@ func (f *Fed) podChanged(obj interface{}) {
 	if !ok {
 		return
 	}
+	old, wasTracked := f.GroupOf(pod.UID)
 	f.AddOrUpdatePod(pod)
-	if k, ok := f.GroupOf(pod.UID); ok {
+	k, ok := f.GroupOf(pod.UID)
+	if ok {
 		f.notify(k, false)
+	}
+	if wasTracked && (!ok || k != old) {
+		// The pod left its group (a label changed): it may have been the
+		// last member of a label group.
+		f.goneIfMissing(old)
 	}
 }
 
@@ -159,6 +209,7 @@ func (f *Fed) podDeleted(obj interface{}) {
 	f.DeletePod(pod)
 	if tracked {
 		f.notify(k, false)
+		f.goneIfMissing(k)
 	}
 }
 
@@ -202,4 +253,5 @@ func (f *Fed) groupDeleted(obj interface{}, kind Kind) {
 	}
 	f.DeleteGroup(k)
 	f.notify(k, true)
+	f.goneIfMissing(k)
 }

@@ -12,6 +12,14 @@ import (
 // Permit for the rest of their gang before all of them are released.
 const DefaultPermitWaitingTimeSeconds = 60
 
+// DefaultMaxPermitWaitingTimeSeconds bounds how long a gang that keeps
+// assembling may hold its reservations in Permit in all.
+const DefaultMaxPermitWaitingTimeSeconds = 600
+
+// frameworkMaxPermitSeconds is the longest wait the scheduling framework
+// grants a Permit plugin; it cuts longer timeouts short.
+const frameworkMaxPermitSeconds = 900
+
 // DefaultBindConcurrency is how many binding requests the scheduler has in
 // flight at once by default.
 const DefaultBindConcurrency = 64
@@ -22,11 +30,19 @@ const DefaultBindConcurrency = 64
 //	- name: PhalanxGang
 //	  args:
 //	    permitWaitingTimeSeconds: 60
+//	    maxPermitWaitingTimeSeconds: 600
 //	    bindConcurrency: 64
 type Args struct {
-	// PermitWaitingTimeSeconds is how long members wait in Permit for
-	// quorum. Must be between 1 and 3600. Default 60.
+	// PermitWaitingTimeSeconds is how long the reserved members of a gang
+	// wait in Permit without another member arriving there before all of
+	// them are released. Must be between 1 and 3600. Default 60.
 	PermitWaitingTimeSeconds int64 `json:"permitWaitingTimeSeconds,omitempty"`
+	// MaxPermitWaitingTimeSeconds bounds how long a gang's members wait in
+	// Permit in all, however steadily the gang progresses. Must be between
+	// 1 and 900 (the framework's own limit) and not below
+	// permitWaitingTimeSeconds. Default 600, or permitWaitingTimeSeconds
+	// when that is longer (at most 900).
+	MaxPermitWaitingTimeSeconds int64 `json:"maxPermitWaitingTimeSeconds,omitempty"`
 	// BindConcurrency caps the binding requests in flight at once when
 	// PhalanxGang is listed before DefaultBinder at the bind extension
 	// point. Must be between 1 and 10000. Default 64.
@@ -47,6 +63,15 @@ func DecodeArgs(obj runtime.Object) (Args, error) {
 	if args.PermitWaitingTimeSeconds < 1 || args.PermitWaitingTimeSeconds > 3600 {
 		return args, fmt.Errorf("%s args: permitWaitingTimeSeconds=%d is out of range: use 1 to 3600", Name, args.PermitWaitingTimeSeconds)
 	}
+	if args.MaxPermitWaitingTimeSeconds == 0 {
+		args.MaxPermitWaitingTimeSeconds = min(max(DefaultMaxPermitWaitingTimeSeconds, args.PermitWaitingTimeSeconds), frameworkMaxPermitSeconds)
+	}
+	if args.MaxPermitWaitingTimeSeconds < 1 || args.MaxPermitWaitingTimeSeconds > frameworkMaxPermitSeconds {
+		return args, fmt.Errorf("%s args: maxPermitWaitingTimeSeconds=%d is out of range: use 1 to %d", Name, args.MaxPermitWaitingTimeSeconds, frameworkMaxPermitSeconds)
+	}
+	if args.MaxPermitWaitingTimeSeconds < min(args.PermitWaitingTimeSeconds, frameworkMaxPermitSeconds) {
+		return args, fmt.Errorf("%s args: maxPermitWaitingTimeSeconds=%d is below permitWaitingTimeSeconds=%d: the overall bound must allow at least one idle period", Name, args.MaxPermitWaitingTimeSeconds, args.PermitWaitingTimeSeconds)
+	}
 	if args.BindConcurrency == 0 {
 		args.BindConcurrency = DefaultBindConcurrency
 	}
@@ -56,6 +81,14 @@ func DecodeArgs(obj runtime.Object) (Args, error) {
 	return args, nil
 }
 
+// permitTimeout is how long a gang may wait without progress.
 func (a Args) permitTimeout() time.Duration {
-	return time.Duration(a.PermitWaitingTimeSeconds) * time.Second
+	return min(time.Duration(a.PermitWaitingTimeSeconds), time.Duration(a.MaxPermitWaitingTimeSeconds)) * time.Second
+}
+
+// permitLimit is how long a gang may wait in all; it is also the timeout
+// Permit gives the framework, so the framework's per-pod timer never
+// fires before the gang's own deadline.
+func (a Args) permitLimit() time.Duration {
+	return time.Duration(a.MaxPermitWaitingTimeSeconds) * time.Second
 }

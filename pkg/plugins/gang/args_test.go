@@ -52,9 +52,10 @@ func TestDecodeArgs(t *testing.T) {
 			want: 1,
 		},
 		{
-			name: "the upper bound 3600 is accepted",
+			// The framework never lets a Permit wait exceed 15 minutes.
+			name: "the upper bound 3600 is accepted and waits as long as the framework allows",
 			obj:  rawArgs(runtime.ContentTypeJSON, `{"permitWaitingTimeSeconds":3600}`),
-			want: 3600, timeout: time.Hour,
+			want: 3600, timeout: 15 * time.Minute,
 		},
 		{
 			name: "YAML args are decoded",
@@ -107,6 +108,37 @@ func TestDecodeArgs(t *testing.T) {
 			if tt.timeout != 0 {
 				assert.Equal(t, tt.timeout, got.permitTimeout())
 			}
+		})
+	}
+}
+
+func TestDecodeMaxPermitWaitingTime(t *testing.T) {
+	tests := []struct {
+		name        string
+		raw         string
+		idle, limit time.Duration
+		errHas      []string
+	}{
+		{name: "unset: ten minutes in all, a minute idle", raw: `{}`, idle: time.Minute, limit: 10 * time.Minute},
+		{name: "unset with a long idle timeout: the idle timeout", raw: `{"permitWaitingTimeSeconds":700}`, idle: 700 * time.Second, limit: 700 * time.Second},
+		{name: "unset with an idle timeout above the framework's limit: the limit", raw: `{"permitWaitingTimeSeconds":3600}`, idle: 15 * time.Minute, limit: 15 * time.Minute},
+		{name: "set", raw: `{"permitWaitingTimeSeconds":2,"maxPermitWaitingTimeSeconds":30}`, idle: 2 * time.Second, limit: 30 * time.Second},
+		{name: "above the framework's limit", raw: `{"maxPermitWaitingTimeSeconds":901}`, errHas: []string{"maxPermitWaitingTimeSeconds=901", "1 to 900"}},
+		{name: "below the idle timeout", raw: `{"permitWaitingTimeSeconds":60,"maxPermitWaitingTimeSeconds":30}`, errHas: []string{"maxPermitWaitingTimeSeconds=30", "below permitWaitingTimeSeconds=60"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeArgs(rawArgs(runtime.ContentTypeJSON, tt.raw))
+			if tt.errHas != nil {
+				require.Error(t, err)
+				for _, s := range tt.errHas {
+					assert.Contains(t, err.Error(), s)
+				}
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.idle, got.permitTimeout())
+			assert.Equal(t, tt.limit, got.permitLimit())
 		})
 	}
 }

@@ -56,9 +56,6 @@ type Gang struct {
 	verdicts  map[groups.Key]verdict
 }
 
-// maxVerdicts bounds the verdict memo.
-const maxVerdicts = 8192
-
 // verdict is the outcome of checking every member of a hierarchy against
 // the wanted priority, policy and scheduler name, at one revision.
 type verdict struct {
@@ -89,6 +86,11 @@ type shared struct {
 	binds *bindSlots
 	// jobs holds the unattached pods of gang Jobs (jobhold.go).
 	jobs *jobHolds
+	// deadlines releases a gang that stops progressing in Permit
+	// (deadline.go); the first profile's timeouts win, like binds.
+	deadlines *gangDeadlines
+	// capacity rejects gangs larger than the cluster (capacity.go).
+	capacity *capacity
 
 	mu sync.Mutex
 	// complete remembers which hierarchies had all their members present,
@@ -115,6 +117,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := pl.watchNodeDeletions(); err != nil {
 		return nil, fmt.Errorf("%s: watch node deletions: %w", Name, err)
 	}
+	fed.SubscribeGone(pl.forgetVerdict)
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if s := sharedFor[fed]; s != nil {
@@ -130,14 +133,22 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}}
+	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
+	nodes := h.SharedInformerFactory().Core().V1().Nodes()
+	pl.shared.capacity = newCapacity(nodes.Lister())
+	if err := pl.shared.capacity.watch(nodes.Informer()); err != nil {
+		return nil, fmt.Errorf("%s: watch node capacity: %w", Name, err)
+	}
 	sharedFor[fed] = pl.shared
 	fed.Subscribe(pl.groupChanged)
+	fed.SubscribeGone(pl.forgetGroup)
 	go func(s *shared) {
 		<-ctx.Done()
 		sharedMu.Lock()
 		delete(sharedFor, fed)
 		sharedMu.Unlock()
 		s.attempts.reset()
+		s.deadlines.stop()
 	}(pl.shared)
 	return pl, nil
 }
@@ -226,7 +237,25 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 	if !ok {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, waitingMessage(short))
 	}
+	if msg := pl.tooLarge(ch); msg != "" {
+		pl.shared.status.Set(ch.Leaf().Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
 	return nil, nil
+}
+
+// tooLarge returns why the pod's leaf gang cannot fit even an empty
+// cluster, "" when it might fit.
+func (pl *Gang) tooLarge(ch groups.Chain) string {
+	leaf := ch.Leaf()
+	rev, known := pl.groups.HierarchyRevision(leaf.Key)
+	msg, err := pl.shared.capacity.exceeds(leaf, rev, known, func() []*corev1.Pod {
+		return pl.groups.LeafMembers(leaf.Key, groups.Is(groups.Pending, groups.Assumed, groups.Bound))
+	})
+	if err != nil {
+		return "" // the planner will judge
+	}
+	return msg
 }
 
 // PreFilterExtensions is not needed: the plugin has no Filter.
@@ -296,12 +325,8 @@ func (pl *Gang) validate(pod *corev1.Pod, ch groups.Chain) string {
 		}
 	}
 	if known {
+		// The entry lives as long as the hierarchy's root (forgetVerdict).
 		pl.verdictMu.Lock()
-		if len(pl.verdicts) >= maxVerdicts {
-			// Deleted hierarchies leave entries behind; starting over costs
-			// one scan per live hierarchy and bounds the memory.
-			clear(pl.verdicts)
-		}
 		pl.verdicts[root.Key] = want
 		pl.verdictMu.Unlock()
 	}
@@ -325,7 +350,10 @@ func (pl *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod
 
 func (pl *Gang) rejectWaiting(ctx context.Context, pod *corev1.Pod, msg string) {
 	root, known := pl.hierarchyOf(pod.UID)
-	pl.shared.attempts.failed(root, known, pod.UID, pl.args.permitTimeout())
+	pl.shared.attempts.failed(root, known, pod.UID, pl.args.permitLimit())
+	if known {
+		pl.shared.deadlines.done(root)
+	}
 	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
 		if m.UID == pod.UID {
 			continue
@@ -352,6 +380,7 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 		}
 		if root, grouped := pl.hierarchyOf(pod.UID); grouped {
 			pl.shared.attempts.allowed(root)
+			pl.shared.deadlines.done(root)
 		}
 		pl.allowWaiting(pod)
 		return nil, 0
@@ -367,8 +396,23 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 	}
 	if root, grouped := pl.hierarchyOf(pod.UID); grouped {
 		pl.shared.attempts.waiting(root, pod.UID)
+		pl.shared.deadlines.progress(root)
 	}
-	return fwk.NewStatus(fwk.Wait, waitingMessage(short)), pl.args.permitTimeout()
+	// The framework's per-pod timer only backs up the gang's own deadline
+	// (deadline.go), which moves with the gang's progress.
+	return fwk.NewStatus(fwk.Wait, waitingMessage(short)), pl.args.permitLimit()
+}
+
+// expireGang releases every waiting member of root because the gang stopped
+// progressing in Permit, or waited its overall bound.
+func (pl *Gang) expireGang(root groups.Key, reason string) {
+	pl.shared.attempts.timedOut(root)
+	for _, m := range pl.groups.Members(root, groups.Is(groups.Assumed)) {
+		if wp := pl.handle.GetWaitingPod(m.UID); wp != nil {
+			wp.Reject(Name, reason)
+		}
+	}
+	klog.Background().V(2).Info("Released a gang waiting in Permit", "group", root, "reason", reason)
 }
 
 // heldEventLater emits WaitingForGang on a member held in PreEnqueue if
@@ -422,7 +466,7 @@ func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod) {
 		if ok || err != nil {
 			return
 		}
-		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("reserved a node; waiting up to %ds in Permit for the gang: %s", pl.args.PermitWaitingTimeSeconds, waitingMessage(short)))
+		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("reserved a node; waiting in Permit for the gang while its members keep arriving (released after %s without one, or %s in all): %s", pl.args.permitTimeout(), pl.args.permitLimit(), waitingMessage(short)))
 	})
 }
 
@@ -467,6 +511,10 @@ func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Po
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
 	if ok, _, _ := pl.groups.Quorum(pod, groups.ByExisting); !ok {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
+	if pl.tooLarge(ch) != "" {
+		// PreFilter rejected the gang for its size and already said why.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
 	leaf := ch.Leaf()
@@ -538,6 +586,30 @@ func (pl *Gang) groupChanged(k groups.Key, object bool) {
 	}
 }
 
+// forgetGroup drops what the plugin kept for group k, which is gone: a
+// scheduler serving thousands of short gangs a day must not hold one entry
+// per gang it ever saw.
+func (pl *Gang) forgetGroup(k groups.Key) {
+	pl.shared.mu.Lock()
+	delete(pl.shared.complete, k)
+	pl.shared.mu.Unlock()
+	pl.shared.events.forgetGroup(k)
+	pl.shared.capacity.forget(k)
+	// Members still waiting were deleted with their group; the framework
+	// rejects them, but the cache may no longer say which gang they were.
+	pl.shared.deadlines.done(k)
+	pl.shared.attempts.forget(k)
+	pl.shared.status.Forget(k)
+}
+
+// forgetVerdict drops this profile's validation memo of group k, which is
+// gone.
+func (pl *Gang) forgetVerdict(k groups.Key) {
+	pl.verdictMu.Lock()
+	delete(pl.verdicts, k)
+	pl.verdictMu.Unlock()
+}
+
 // activate moves the pending members of k's hierarchy to the active queue.
 func (pl *Gang) activate(k groups.Key) {
 	pending := pl.groups.Members(k, groups.Is(groups.Pending))
@@ -578,11 +650,14 @@ func (d *eventDedup) groupTurn(k groups.Key, interval time.Duration) bool {
 	if last, ok := d.groupLast[k]; ok && now.Sub(last) < interval {
 		return false
 	}
-	if len(d.groupLast) > 100000 {
-		clear(d.groupLast)
-	}
-	d.groupLast[k] = now
+	d.groupLast[k] = now // until the group is gone (forgetGroup)
 	return true
+}
+
+func (d *eventDedup) forgetGroup(k groups.Key) {
+	d.mu.Lock()
+	delete(d.groupLast, k)
+	d.mu.Unlock()
 }
 
 func newEventDedup() *eventDedup {

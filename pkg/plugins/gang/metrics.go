@@ -30,7 +30,7 @@ var (
 		Name: "phalanx_gang_attempts_total",
 		Help: "Gang attempts that waited in Permit, by result: allowed (quorum reached), " +
 			"rejected (a member failed and every waiting member was released), " +
-			"timeout (permitWaitingTimeSeconds passed without quorum).",
+			"timeout (no member arrived for permitWaitingTimeSeconds, or maxPermitWaitingTimeSeconds passed, without quorum).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 	groupsWaiting = metrics.NewGauge(&metrics.GaugeOpts{
@@ -132,6 +132,15 @@ func (a *attempts) failed(root groups.Key, known bool, uid types.UID, timeout ti
 	gangAttempts.WithLabelValues(result).Inc()
 }
 
+// timedOut closes the round of root because its deadline passed.
+func (a *attempts) timedOut(root groups.Key) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if at := a.closeLocked(root); at != nil {
+		gangAttempts.WithLabelValues(resultTimeout).Inc()
+	}
+}
+
 func (a *attempts) closeLocked(root groups.Key) *attempt {
 	at := a.open[root]
 	if at == nil {
@@ -143,6 +152,13 @@ func (a *attempts) closeLocked(root groups.Key) *attempt {
 	}
 	groupsWaiting.Dec()
 	return at
+}
+
+// forget closes root's round, uncounted: the group is gone.
+func (a *attempts) forget(root groups.Key) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closeLocked(root)
 }
 
 // reset forgets every open round, when the scheduler stops.

@@ -94,7 +94,17 @@ func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error
 	if p.podPreemption, err = newPodEvaluator(ctx, h, p); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
+	fed.SubscribeGone(p.forgetGroup)
 	return p, nil
+}
+
+// forgetGroup drops the victims remembered for a hierarchy whose root is
+// gone; victimsLeft only clears them when the same group asks again.
+func (p *Preemption) forgetGroup(k groups.Key) {
+	p.mu.Lock()
+	delete(p.pending, k)
+	p.mu.Unlock()
+	p.prober.Forget(k.String() + "#")
 }
 
 // Name returns the plugin name.

@@ -1,5 +1,6 @@
 // Package queuesort orders the scheduling queue so that gangs never
-// interleave: by priority, then by the group's creation time (the pod's own
+// interleave: by priority, then gangs already partly bound, then by the
+// group's creation time (the pod's own
 // for plain pods), then by group identity, then by pod. Members of one group
 // compare equal on everything but the last key, so they sit next to each
 // other and a gang is attempted as a block instead of deadlocking in Permit
@@ -41,9 +42,12 @@ func (*QueueSort) Name() string { return Name }
 
 type sortKey struct {
 	priority int32
-	created  time.Time
-	group    string // "" for plain pods
-	pod      string
+	// partial: the pod's gang has members bound but fewer than its
+	// minimum, e.g. after a scheduler stopped in the middle of its binds.
+	partial bool
+	created time.Time
+	group   string // "" for plain pods
+	pod     string
 }
 
 func (q *QueueSort) key(e fwk.QueuedEntityInfo) sortKey {
@@ -61,6 +65,8 @@ func (q *QueueSort) key(e fwk.QueuedEntityInfo) sortKey {
 		// (PreFilter rejects groups whose members disagree).
 		k.created = time.Unix(0, root.Created)
 		k.group = root.Key.String()
+		leaf := ch.Leaf()
+		k.partial = leaf.Gang && leaf.Bound > 0 && leaf.Bound < leaf.MinCount
 	}
 	return k
 }
@@ -70,6 +76,13 @@ func (q *QueueSort) Less(a, b fwk.QueuedEntityInfo) bool {
 	ka, kb := q.key(a), q.key(b)
 	if ka.priority != kb.priority {
 		return ka.priority > kb.priority
+	}
+	if ka.partial != kb.partial {
+		// A gang with members already bound holds that room while it is
+		// below its minimum, and its planner keeps it in the bound
+		// members' domain: finishing it first keeps other pods of the same
+		// priority from taking the room its last members need.
+		return ka.partial
 	}
 	if !ka.created.Equal(kb.created) {
 		return ka.created.Before(kb.created)

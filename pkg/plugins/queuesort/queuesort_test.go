@@ -304,3 +304,32 @@ func TestLessIsAStrictTotalOrder(t *testing.T) {
 func TestName(t *testing.T) {
 	assert.Equal(t, "PhalanxQueueSort", (&QueueSort{}).Name())
 }
+
+// TestPartlyBoundGangSortsFirst: a gang with some members bound and fewer
+// than its minimum (a scheduler stopped during its binds) is finished
+// before older groups and plain pods of the same priority, but not before
+// higher priorities; a gang bound to its minimum is ordinary again.
+func TestPartlyBoundGangSortsFirst(t *testing.T) {
+	q := fixture(t)
+	bound := newPod("new-0", at(60), inGroup("new"))
+	bound.Spec.NodeName = "n1"
+	q.groups.AddOrUpdatePod(bound)
+	last := newPod("new-1", at(60), inGroup("new"))
+	q.groups.AddOrUpdatePod(last)
+	less := func(a, b *corev1.Pod) bool { return q.Less(entity(t, a, t0), entity(t, b, t0)) }
+
+	older := newPod("old-0", at(0), inGroup("old"))
+	plain := newPod("plain", at(1))
+	assert.True(t, less(last, older), "the partly bound gang's last member before an older gang")
+	assert.False(t, less(older, last))
+	assert.True(t, less(last, plain), "and before an older plain pod")
+	urgent := newPod("urgent", at(99), priority(100))
+	assert.True(t, less(urgent, last), "a higher priority still comes first")
+
+	done := last.DeepCopy()
+	done.Spec.NodeName = "n2"
+	q.groups.AddOrUpdatePod(done)
+	late := newPod("new-2", at(60), inGroup("new"))
+	q.groups.AddOrUpdatePod(late)
+	assert.True(t, less(older, late), "a gang at its minimum sorts by its creation time again")
+}

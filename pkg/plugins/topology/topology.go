@@ -175,6 +175,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		nsLister: h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
 	}
 	fed.Subscribe(t.groupChanged)
+	fed.SubscribeGone(t.forgetGroup)
 	return t, nil
 }
 

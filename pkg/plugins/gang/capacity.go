@@ -1,0 +1,256 @@
+package gang
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+)
+
+// A gang larger than the cluster.
+//
+// The planner answers "does the gang fit now", against free room, so a
+// gang that no amount of waiting or preemption could place is planned (and
+// its members tried) again after every change of any node, forever. Its
+// minimum is compared with the nodes' allocatable instead, once per change
+// of the node set or of a node's allocatable: when even empty nodes could
+// not hold it, every member is rejected in PreFilter, before the planner
+// runs, with the numbers in the group's status; a node added or grown
+// requeues the members (the plugin registers those events).
+
+// capacity caches the cluster's allocatable per node and the verdicts on
+// gangs against it.
+type capacity struct {
+	nodes corelisters.NodeLister
+
+	mu sync.Mutex
+	// gen moves with every node added, deleted or resized.
+	gen      uint64
+	alloc    []placement.Resources // per node, at allocGen
+	allocGen uint64
+	allocOK  bool
+	// verdicts remembers a leaf gang's answer at a hierarchy revision and
+	// node generation: a 20,000-member gang is checked once, not per member.
+	verdicts map[groups.Key]capacityVerdict
+}
+
+type capacityVerdict struct {
+	rev, gen uint64
+	msg      string
+}
+
+func newCapacity(nodes corelisters.NodeLister) *capacity {
+	return &capacity{nodes: nodes, verdicts: map[groups.Key]capacityVerdict{}}
+}
+
+// watch bumps the node generation on the changes that can alter what the
+// cluster could hold.
+func (c *capacity) watch(inf cache.SharedIndexInformer) error {
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(interface{}) { c.bump() },
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, ok1 := oldObj.(*corev1.Node)
+			n, ok2 := newObj.(*corev1.Node)
+			if !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable) {
+				c.bump()
+			}
+		},
+		DeleteFunc: func(interface{}) { c.bump() },
+	})
+	return err
+}
+
+func (c *capacity) bump() {
+	c.mu.Lock()
+	c.gen++
+	c.mu.Unlock()
+}
+
+// forget drops the verdict of a group that is gone.
+func (c *capacity) forget(k groups.Key) {
+	c.mu.Lock()
+	delete(c.verdicts, k)
+	c.mu.Unlock()
+}
+
+func (c *capacity) size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.verdicts)
+}
+
+// allocatable returns every node's allocatable as of the current
+// generation. A handler bumps the generation after the informer's store
+// changed, so a list taken after reading the generation is at least as new.
+func (c *capacity) allocatable() ([]placement.Resources, uint64, error) {
+	c.mu.Lock()
+	gen := c.gen
+	if c.allocOK && c.allocGen == gen {
+		alloc := c.alloc
+		c.mu.Unlock()
+		return alloc, gen, nil
+	}
+	c.mu.Unlock()
+	list, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, 0, err
+	}
+	alloc := make([]placement.Resources, 0, len(list))
+	for _, n := range list {
+		r := placement.Resources{}
+		for name, q := range n.Status.Allocatable {
+			if name == corev1.ResourceCPU {
+				r[name] = q.MilliValue()
+			} else {
+				r[name] = q.Value()
+			}
+		}
+		alloc = append(alloc, r)
+	}
+	c.mu.Lock()
+	if c.gen == gen {
+		c.alloc, c.allocGen, c.allocOK = alloc, gen, true
+	}
+	c.mu.Unlock()
+	return alloc, gen, nil
+}
+
+// exceeds returns why the leaf gang g can never reach its minimum on the
+// cluster's nodes even if they were empty, "" when it might. members are
+// g's live members; rev is its hierarchy revision (ok false: unknown, so
+// not remembered).
+func (c *capacity) exceeds(g groups.Info, rev uint64, revOK bool, members func() []*corev1.Pod) (string, error) {
+	if !g.Gang || g.MinCount <= 0 {
+		return "", nil
+	}
+	alloc, gen, err := c.allocatable()
+	if err != nil {
+		return "", err
+	}
+	if revOK {
+		c.mu.Lock()
+		v, seen := c.verdicts[g.Key]
+		c.mu.Unlock()
+		if seen && v.rev == rev && v.gen == gen {
+			return v.msg, nil
+		}
+	}
+	msg := exceedsAllocatable(g.MinCount, members(), alloc)
+	if revOK {
+		c.mu.Lock()
+		c.verdicts[g.Key] = capacityVerdict{rev: rev, gen: gen, msg: msg}
+		c.mu.Unlock()
+	}
+	return msg, nil
+}
+
+// exceedsAllocatable compares need members with what the nodes' allocatable
+// could hold of the smallest member: each member requests at least the
+// element-wise minimum of the members' requests (and one pod slot), so no
+// placement can hold more members than that many per node.
+func exceedsAllocatable(need int, members []*corev1.Pod, alloc []placement.Resources) string {
+	if len(members) == 0 {
+		return ""
+	}
+	var least placement.Resources
+	same := true
+	for i, m := range members {
+		req := topology.Requests(m)
+		if i == 0 {
+			least = req
+			continue
+		}
+		for name, v := range least {
+			if req[name] != v {
+				same = false
+			}
+			if req[name] < v {
+				least[name] = req[name]
+			}
+		}
+		if len(req) != len(least) {
+			same = false
+		}
+	}
+	holds := 0
+	for _, node := range alloc {
+		fit := -1
+		if pods, ok := node[corev1.ResourcePods]; ok {
+			fit = int(pods)
+		}
+		for name, v := range least {
+			if v <= 0 || name == corev1.ResourcePods {
+				continue
+			}
+			if n := int(node[name] / v); fit < 0 || n < fit {
+				fit = n
+			}
+		}
+		if fit < 0 {
+			// Nothing requested and no pod limit: the node bounds nothing.
+			return ""
+		}
+		holds += fit
+		if holds >= need {
+			return ""
+		}
+	}
+	of := "of"
+	if !same {
+		of = "of at least"
+	}
+	return fmt.Sprintf("needs %d pods %s %s; the cluster's allocatable holds at most %d (%d nodes)", need, of, describe(least), holds, len(alloc))
+}
+
+// describe prints requests the way a user wrote them, e.g. "1 cpu, 4Gi memory".
+func describe(r placement.Resources) string {
+	names := make([]string, 0, len(r))
+	for n, v := range r {
+		if v > 0 {
+			names = append(names, string(n))
+		}
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		v := r[corev1.ResourceName(n)]
+		switch corev1.ResourceName(n) {
+		case corev1.ResourceCPU:
+			if v%1000 == 0 {
+				parts = append(parts, fmt.Sprintf("%d cpu", v/1000))
+			} else {
+				parts = append(parts, fmt.Sprintf("%dm cpu", v))
+			}
+		case corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
+			parts = append(parts, fmt.Sprintf("%s %s", bytes(v), n))
+		default:
+			parts = append(parts, fmt.Sprintf("%d %s", v, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "no requests"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func bytes(v int64) string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+		if v >= u.size && v%u.size == 0 {
+			return fmt.Sprintf("%d%s", v/u.size, u.suffix)
+		}
+	}
+	return fmt.Sprintf("%d", v)
+}

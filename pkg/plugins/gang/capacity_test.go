@@ -1,0 +1,121 @@
+package gang
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/placement"
+)
+
+func requesting(cpu, mem string) *corev1.Pod {
+	req := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+	if mem != "" {
+		req[corev1.ResourceMemory] = resource.MustParse(mem)
+	}
+	return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: req}}}}}
+}
+
+func nodesOf(n int, cpu int64, pods int64) []placement.Resources {
+	out := make([]placement.Resources, n)
+	for i := range out {
+		out[i] = placement.Resources{corev1.ResourceCPU: cpu * 1000, corev1.ResourceMemory: 64 << 30, corev1.ResourcePods: pods}
+	}
+	return out
+}
+
+func TestExceedsAllocatable(t *testing.T) {
+	tests := []struct {
+		name    string
+		need    int
+		members []*corev1.Pod
+		alloc   []placement.Resources
+		want    string
+	}{{
+		name:    "20,000 one-cpu pods on 7,500 one-cpu nodes cannot fit",
+		need:    20000,
+		members: []*corev1.Pod{requesting("1", ""), requesting("1", "")},
+		alloc:   nodesOf(7500, 1, 110),
+		want:    "needs 20000 pods of 1 cpu; the cluster's allocatable holds at most 7500 (7500 nodes)",
+	}, {
+		name:    "the same gang fits 7,500 four-cpu nodes",
+		need:    20000,
+		members: []*corev1.Pod{requesting("1", "")},
+		alloc:   nodesOf(7500, 4, 110),
+	}, {
+		name:    "pods do not straddle nodes: 3 pods of 1.5 cpu do not fit 2 nodes of 2 cpu",
+		need:    3,
+		members: []*corev1.Pod{requesting("1500m", "1Gi")},
+		alloc:   nodesOf(2, 2, 110),
+		want:    "needs 3 pods of 1500m cpu, 1Gi memory; the cluster's allocatable holds at most 2 (2 nodes)",
+	}, {
+		name:    "the pod limit of a node bounds it too",
+		need:    5,
+		members: []*corev1.Pod{requesting("100m", "")},
+		alloc:   nodesOf(2, 64, 2),
+		want:    "needs 5 pods of 100m cpu; the cluster's allocatable holds at most 4 (2 nodes)",
+	}, {
+		name:    "members of different sizes are bounded by the smallest",
+		need:    5,
+		members: []*corev1.Pod{requesting("4", ""), requesting("2", "")},
+		alloc:   nodesOf(2, 4, 110),
+		want:    "needs 5 pods of at least 2 cpu; the cluster's allocatable holds at most 4 (2 nodes)",
+	}, {
+		name:    "a resource no node has holds nothing",
+		need:    1,
+		members: []*corev1.Pod{{Spec: corev1.PodSpec{Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}}}},
+		alloc:   nodesOf(3, 4, 110),
+		want:    "needs 1 pods of 1 nvidia.com/gpu; the cluster's allocatable holds at most 0 (3 nodes)",
+	}, {
+		name: "no nodes at all",
+		need: 1, members: []*corev1.Pod{requesting("1", "")},
+		want: "needs 1 pods of 1 cpu; the cluster's allocatable holds at most 0 (0 nodes)",
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, exceedsAllocatable(tc.need, tc.members, tc.alloc))
+		})
+	}
+}
+
+// TestCapacityVerdictFollowsNodes: the verdict on a gang is remembered
+// while the nodes are unchanged, and a node added (or grown) makes the
+// gang fit again.
+func TestCapacityVerdictFollowsNodes(t *testing.T) {
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	addNode := func(i int) {
+		require.NoError(t, store.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n-%d", i)},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")}}}))
+	}
+	addNode(0)
+	c := newCapacity(corelisters.NewNodeLister(store))
+	g := groups.Info{Key: groups.Key{Kind: groups.PodGroupKind, Namespace: "ns", Name: "big"}, Gang: true, MinCount: 8}
+	scans := 0
+	members := func() []*corev1.Pod { scans++; return []*corev1.Pod{requesting("1", "")} }
+
+	msg, err := c.exceeds(g, 7, true, members)
+	require.NoError(t, err)
+	assert.Equal(t, "needs 8 pods of 1 cpu; the cluster's allocatable holds at most 4 (1 nodes)", msg)
+	msg, err = c.exceeds(g, 7, true, members)
+	require.NoError(t, err)
+	assert.NotEmpty(t, msg)
+	assert.Equal(t, 1, scans, "a second member of the unchanged gang reuses the verdict")
+
+	addNode(1)
+	c.bump() // what the node informer's handler does
+	msg, err = c.exceeds(g, 7, true, members)
+	require.NoError(t, err)
+	assert.Empty(t, msg, "two 4-cpu nodes hold 8 one-cpu pods")
+	assert.Equal(t, 2, scans)
+
+	c.forget(g.Key)
+	assert.Zero(t, c.size())
+}

@@ -1,0 +1,22 @@
+package topology
+
+import "github.com/phalanx-sched/phalanx/pkg/groups"
+
+// forgetGroup drops the plan of a hierarchy whose root is gone (its object
+// deleted, or a label gang's last member): a plan holds the members' pod
+// objects, and nothing else would ever remove it. The nodes its members
+// were refused on and its probe verdicts go with it.
+func (t *Topology) forgetGroup(k groups.Key) {
+	t.drop(k)
+	t.mu.Lock()
+	delete(t.rejected, k)
+	t.mu.Unlock()
+	t.prober.Forget(k.String() + "#")
+}
+
+// trackedPlans counts the stored per-group entries: plans and refusals.
+func (t *Topology) trackedPlans() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.plans) + len(t.rejected)
+}
