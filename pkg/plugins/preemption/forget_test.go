@@ -12,6 +12,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
 // TestPendingEvictionsFollowGroupLifecycle: the victims remembered for a
@@ -20,7 +21,7 @@ import (
 func TestPendingEvictionsFollowGroupLifecycle(t *testing.T) {
 	const n = 10000
 	fed := groups.NewFed()
-	p := &Preemption{groups: fed, pending: map[groups.Key]*pendingEviction{}}
+	p := &Preemption{groups: fed, pending: map[groups.Key]*pendingEviction{}, prober: probe.New(nil)}
 	fed.SubscribeGone(p.forgetGroup)
 	member := func(gang string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: gang + "-0", UID: types.UID(gang),

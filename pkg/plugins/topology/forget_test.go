@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
 // nominations records the nominations the plugin withdraws.
@@ -38,7 +39,7 @@ func TestPlansFollowGroupLifecycle(t *testing.T) {
 	const n = 10000
 	fed := groups.NewFed()
 	h := &nominations{}
-	tp := &Topology{handle: h, groups: fed, plans: map[groups.Key]*plan{}}
+	tp := &Topology{handle: h, groups: fed, plans: map[groups.Key]*plan{}, prober: probe.New(h)}
 	fed.Subscribe(tp.groupChanged)
 	fed.SubscribeGone(tp.forgetGroup)
 
