@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -879,6 +880,57 @@ func TestUpstreamPodGroupScheduling(t *testing.T) {
 			holdN(t, ns, 4, "mid-p1", "mid-p2", "low-p1", "low-p2")
 		})
 	}
+
+	t.Run("podgroup: workload-aware preemption is invoked (TestWorkloadAwarePreemptionInvocation)", func(t *testing.T) {
+		suite := "u-pg-invoked"
+		ns, _ := setup(t, suite)
+		lows := []string{"low-1", "low-2", "low-3", "low-4"}
+		createAll(t, c, ns, pods(suite, "", 10, lows...)...)
+		waitN(t, ns, 4, lows...)
+		createPodGroup(t, c, ns, upGang("pg1", 3, 100, disruptAll))
+		createAll(t, c, ns, pods(suite, "pg1", 100, "high-1", "high-2", "high-3")...)
+		// Upstream proves its group preemption ran by the victims' event;
+		// Phalanx's group preemption says "Preempted by group <root>".
+		eventually(t, 45*time.Second, "a victim preempted by the group", func() (bool, error) {
+			evs, err := c.Client.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, e := range evs.Items {
+				if e.Reason == "Preempted" && strings.HasPrefix(e.Note, "Preempted by group") {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		waitN(t, ns, 3, "high-1", "high-2", "high-3")
+	})
+
+	t.Run("tas: gang remains pending when resources are consumed by existing pods", func(t *testing.T) {
+		ns := namespace(t, c)
+		t.Cleanup(func() {
+			if t.Failed() {
+				dumpOutcome(t, c, ns)
+			}
+		})
+		suite := "u-tas-consumed"
+		const rackKey = "topology.phalanx.dev/upstream-rack"
+		// One rack of three 2-cpu nodes; two of them are full, so the rack
+		// has 2 cpu for a 3-member gang of 1 cpu each.
+		nodes := upstreamNodes(t, c, suite, 3, "2", func(int) map[string]string { return map[string]string{rackKey: "rack-1"} })
+		createAll(t, c, ns,
+			upPod("existing1", suite, "", 100, "2", onNode(nodes[0])),
+			upPod("existing2", suite, "", 100, "2", onNode(nodes[2])))
+		waitN(t, ns, 2, "existing1", "existing2")
+		createPodGroup(t, c, ns, upGang("pg1", 3, 100, func(pg *v1alpha1.PodGroup) {
+			pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{Topology: topo(rackKey)}
+		}))
+		createAll(t, c, ns, pods(suite, "pg1", 100, "p1", "p2", "p3")...)
+		failedSchedulingFor(t, c, ns, "p1")
+		holdN(t, ns, 0, "p1", "p2", "p3")
+		deletePod(t, ns, "existing1")
+		waitN(t, ns, 3, "p1", "p2", "p3")
+	})
 
 	t.Run("podgroup: gang pods are unschedulable due to lack of quorum, then scheduled when minCount is decreased", func(t *testing.T) {
 		suite := "u-pg-min-quorum"
