@@ -430,6 +430,14 @@ func TestUpstreamPodGroupPreemption(t *testing.T) {
 			evicted:    []string{"v1", "v2"}, kept: []string{"v3", "v4"}, bound: 2,
 		},
 		{
+			name:  "Gang scheduling: schedule as many pods as possible without preempting higher priority pods, but still more than minCount",
+			nodes: 4, nodeCPU: "1",
+			groups:     []*v1alpha1.PodGroup{upGang("preemptor-pg", 1, 100)},
+			initial:    oneEach([]string{"p1", "p2", "p3", "p4"}, []string{"", "", "", ""}, []int32{10, 10, 200, 200}),
+			preemptors: members("p-", "preemptor-pg", 3, 100, "1"),
+			evicted:    []string{"p1", "p2"}, kept: []string{"p3", "p4"}, bound: 2,
+		},
+		{
 			name:  "Basic scheduling: schedule as many pods as possible without preempting higher priority pods",
 			nodes: 4, nodeCPU: "1",
 			groups:     []*v1alpha1.PodGroup{upBasic("preemptor-pg", 100)},

@@ -177,15 +177,8 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.Unschedulable, "no lower-priority pods to preempt")
 	}
 	start := time.Now()
-	// Every pending member may preempt, not only those the gang's minimum
-	// needs: a member beyond minCount, or one joining a running gang,
-	// would otherwise wait forever beside a lower-priority pod. When no
-	// victims make room for all of them, the minimum is what counts.
-	result, err := placement.FindVictims(nodes, victims, everyMember(input), prio, placement.PreemptOptions{})
+	result, err := mostMembers(nodes, victims, input, prio)
 	var inf *placement.Infeasible
-	if errors.As(err, &inf) {
-		result, err = placement.FindVictims(nodes, victims, input, prio, placement.PreemptOptions{})
-	}
 	logger.V(4).Info("Searched victims", "group", root.Key, "candidates", len(victims), "duration", time.Since(start))
 	if errors.As(err, &inf) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "preemption cannot make the whole group fit: "+inf.Reason)
@@ -220,6 +213,47 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	return framework.NewPostFilterResultWithNominatedNode(node), fwk.NewStatus(fwk.Success, msg)
+}
+
+// mostMembers searches victims for as many pending members as eviction can
+// make room for, not only those the gang's minimum needs: a member beyond
+// minCount, or one joining a running gang, would otherwise wait forever
+// beside a lower-priority pod. First all of them; failing that, for a
+// single gang, the largest count between its minimum and all (room for k
+// members is room for fewer, so a binary search finds it); for a
+// hierarchy, its minimums.
+func mostMembers(nodes []placement.Node, victims []placement.Victim, input *placement.Group, prio int32) (*placement.Preemption, error) {
+	search := func(g *placement.Group) (*placement.Preemption, error) {
+		return placement.FindVictims(nodes, victims, g, prio, placement.PreemptOptions{})
+	}
+	result, err := search(everyMember(input))
+	var inf *placement.Infeasible
+	if !errors.As(err, &inf) {
+		return result, err
+	}
+	if len(input.Children) > 0 || input.Policy != placement.Gang {
+		return search(input)
+	}
+	result, err = search(input)
+	if err != nil {
+		return result, err
+	}
+	lo, hi := input.MinCount, len(input.Bound)+len(input.Pending)-1
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		g := *input
+		g.MinCount = mid
+		r, err := search(&g)
+		switch {
+		case errors.As(err, &inf):
+			hi = mid - 1
+		case err != nil:
+			return nil, err
+		default:
+			result, lo = r, mid
+		}
+	}
+	return result, nil
 }
 
 // everyMember is the tree with every gang leaf asking for all its members.
