@@ -195,16 +195,10 @@ func (p *planner) constrain(s *shapeInfo, n int32, c int64) int64 {
 	}
 	for i := range s.limits {
 		l := &s.limits[i]
-		ctr := p.counters[l.ctr]
-		d := p.domainOf(ctr, n)
-		if d < 0 {
+		room, applies := p.room(l, n)
+		if !applies {
 			continue
 		}
-		lim := l.max
-		if l.per != nil {
-			lim = l.per[d]
-		}
-		room := int64(lim) - int64(ctr.cnt[d])
 		if room <= 0 {
 			return 0
 		}
@@ -213,6 +207,22 @@ func (p *planner) constrain(s *shapeInfo, n int32, c int64) int64 {
 		}
 	}
 	return c
+}
+
+// room is how many more pods of l's class l lets into node n's domain;
+// applies is false when n has no such domain (no label), where the
+// constraint does not reach.
+func (p *planner) room(l *limitInfo, n int32) (room int64, applies bool) {
+	ctr := p.counters[l.ctr]
+	d := p.domainOf(ctr, n)
+	if d < 0 {
+		return 0, false
+	}
+	lim := l.max
+	if l.per != nil {
+		lim = l.per[d]
+	}
+	return int64(lim) - int64(ctr.cnt[d]), true
 }
 
 // tally records m pods of s placed on node n (negative m: removed).
@@ -238,16 +248,7 @@ func (p *planner) limiting(s *shapeInfo, nodes []int32) []string {
 		}
 		for i := range s.limits {
 			l := &s.limits[i]
-			ctr := p.counters[l.ctr]
-			d := p.domainOf(ctr, n)
-			if d < 0 {
-				continue
-			}
-			lim := l.max
-			if l.per != nil {
-				lim = l.per[d]
-			}
-			if int64(lim)-int64(ctr.cnt[d]) <= 0 && l.reason != "" && !slices.Contains(out, l.reason) {
+			if room, applies := p.room(l, n); applies && room <= 0 && l.reason != "" && !slices.Contains(out, l.reason) {
 				out = append(out, l.reason)
 			}
 		}

@@ -108,6 +108,18 @@ func withLabels(l map[string]string) func(*corev1.Pod) {
 // extra labels per node from label(i).
 func suiteNodes(t *testing.T, c *sandbox.Cluster, suite string, first, n int, label func(i int) map[string]string) []string {
 	t.Helper()
+	return suiteNodesWith(t, c, suite, first, n, corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("64Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}, label)
+}
+
+// suiteNodesWith adds nodes suite-first..suite-(first+n-1) of the given
+// capacity, labelled with the suite (pods reach them by node selector), their
+// hostname and label(i).
+func suiteNodesWith(t *testing.T, c *sandbox.Cluster, suite string, first, n int, capacity corev1.ResourceList, label func(i int) map[string]string) []string {
+	t.Helper()
 	var nodes []*corev1.Node
 	var names []string
 	for i := first; i < first+n; i++ {
@@ -118,11 +130,7 @@ func suiteNodes(t *testing.T, c *sandbox.Cluster, suite string, first, n int, la
 				labels[k] = v
 			}
 		}
-		nodes = append(nodes, sandbox.NewNode(name, labels, corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("32"),
-			corev1.ResourceMemory: resource.MustParse("64Gi"),
-			corev1.ResourcePods:   resource.MustParse("110"),
-		}))
+		nodes = append(nodes, sandbox.NewNode(name, labels, capacity))
 		names = append(names, name)
 	}
 	require.NoError(t, sandbox.CreateNodes(context.Background(), c.Client, nodes))

@@ -32,25 +32,11 @@ import (
 // names them) with the given cpu, reachable only by the suite's pods.
 func upstreamNodes(t *testing.T, c *sandbox.Cluster, suite string, n int, cpu string, label func(i int) map[string]string) []string {
 	t.Helper()
-	var nodes []*corev1.Node
-	var names []string
-	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("%s-%d", suite, i)
-		labels := map[string]string{sandbox.HostnameLabel: name, suiteLabel: suite}
-		if label != nil {
-			for k, v := range label(i) {
-				labels[k] = v
-			}
-		}
-		nodes = append(nodes, sandbox.NewNode(name, labels, corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse(cpu),
-			corev1.ResourceMemory: resource.MustParse("4Gi"),
-			corev1.ResourcePods:   resource.MustParse("32"),
-		}))
-		names = append(names, name)
-	}
-	require.NoError(t, sandbox.CreateNodes(context.Background(), c.Client, nodes))
-	return names
+	return suiteNodesWith(t, c, suite, 1, n, corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(cpu),
+		corev1.ResourceMemory: resource.MustParse("4Gi"),
+		corev1.ResourcePods:   resource.MustParse("32"),
+	}, label)
 }
 
 // upstreamPriorities are the priority values the upstream cases use; a
