@@ -1,5 +1,5 @@
 // Package bench runs Phalanx and its baselines side by side on the same
-// benchmark cases (SPEC.md §5, ARCHITECTURE.md "Performance targets").
+// benchmark cases (the performance targets in docs/benchmarks.md).
 //
 // Every arm of every case gets a fresh sandbox (pkg/sandbox). In the
 // precreated arrival mode the nodes, groups and pods are created first,

@@ -27,7 +27,7 @@
 // Conflict when a group of that name exists and is not ours. An Event on
 // the Workload repeats it whenever the condition changes.
 //
-// Existing groups are never rewritten (SPEC §2): a template change affects
+// Existing groups are never rewritten: a template change affects
 // only groups created afterwards (a deleted group is re-created from the
 // current template). In particular a change of a leaf template's minCount
 // is not propagated to an existing PodGroup by this controller; whoever

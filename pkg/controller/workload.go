@@ -173,7 +173,7 @@ func plural(n int, one, many string) string {
 }
 
 // ensurePodGroup creates g unless it exists. An existing group is never
-// rewritten, whatever the template says now (SPEC §2); it reports a
+// rewritten, whatever the template says now; it reports a
 // conflict when the existing object is not ours.
 func (c *workloadController) ensurePodGroup(ctx context.Context, w *v1alpha1.Workload, g *v1alpha1.PodGroup) (bool, error) {
 	existing, err := c.podGroups.PodGroups(g.Namespace).Get(g.Name)

@@ -34,7 +34,7 @@ func TestBuiltinScenarios(t *testing.T) {
 		})
 	}
 
-	t.Run("tfjob is the seed-001 label-pair gang of 1 PS and 4 two-GPU workers", func(t *testing.T) {
+	t.Run("tfjob is the TFJob demo's label-pair gang of 1 PS and 4 two-GPU workers", func(t *testing.T) {
 		sc := find(t, all, "tfjob")
 		create := sc.Steps[0].Create
 		require.NotNil(t, create)

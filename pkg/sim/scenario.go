@@ -113,7 +113,7 @@ type Gang struct {
 	Parent string `json:"parent,omitempty"`
 	// LabelPair makes an implicit gang from the
 	// pod-group.scheduling.sigs.k8s.io/{name,min-available} labels instead
-	// of a PodGroup object (seed 001). It allows no topologyKey,
+	// of a PodGroup object (the TFJob demo). It allows no topologyKey,
 	// disruptionAll or parent, which need an object.
 	LabelPair bool `json:"labelPair,omitempty"`
 	// PodPrefix names the pods; default "<name>-".

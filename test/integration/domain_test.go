@@ -56,7 +56,7 @@ func TestPodLevelPreemptionStaysInTheGroupsDomain(t *testing.T) {
 // preempts (pod by pod: PhalanxPreemption serves plain pods and
 // basic-group members with upstream's evaluator) on a cluster whose only
 // lower-priority pods form a disruptionMode-all gang spread over both
-// nodes. SPEC: an all-mode group is evicted entirely or not at all.
+// nodes. An all-mode group is evicted entirely or not at all.
 // Upstream's DefaultPreemption knows nothing of Phalanx groups and evicted
 // the one member on the node it picked, leaving the gang split (found by
 // the randomized runner, seed 15325).

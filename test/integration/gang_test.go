@@ -152,7 +152,7 @@ func waitGroupCondition(t *testing.T, c *sandbox.Cluster, ns, name, typ, substri
 	return got
 }
 
-// TestTFJobDemo is the seed-001 demo: a label-pair gang of 1 PS and 4
+// TestTFJobDemo is the TFJob demo of the coscheduling and gang-scheduling article: a label-pair gang of 1 PS and 4
 // two-GPU workers on 2 nodes with 2 GPUs each binds nothing; adding 2 more
 // such nodes binds all 5 promptly.
 func TestTFJobDemo(t *testing.T) {
@@ -191,7 +191,7 @@ func TestTFJobDemo(t *testing.T) {
 	t.Logf("all 5 bound %v after the nodes were added", time.Since(start).Round(time.Millisecond))
 }
 
-// TestTwoFullClusterGangsNeverDeadlock is seed 004's deadlock: two gangs
+// TestTwoFullClusterGangsNeverDeadlock is the deadlock of OpenAI's 7,500-node write-up: two gangs
 // that each need the whole cluster, created interleaved pod by pod. One is
 // fully bound and the other fully pending, in every one of 10 runs; deleting
 // the winner lets the other bind.
@@ -250,7 +250,7 @@ func composite(name string, minGroupCount int32) *v1alpha1.CompositePodGroup {
 	return cpg
 }
 
-// TestGangOfGangs is seed 000's CompositePodGroup: with minGroupCount 2
+// TestGangOfGangs is the CompositePodGroup of the Kubernetes Workload API documentation: with minGroupCount 2
 // over two gangs of 4, room for 4 binds nothing and room for 8 binds all;
 // under a basic root each child binds on its own.
 func TestGangOfGangs(t *testing.T) {
@@ -356,7 +356,7 @@ func TestPermitTimeoutReleasesEverything(t *testing.T) {
 	t.Logf("gang member event: %s", note)
 }
 
-// TestMismatchedMembersAreRejectedAsAGroup checks the SPEC messages.
+// TestMismatchedMembersAreRejectedAsAGroup checks the exact messages the user guide documents.
 func TestMismatchedMembersAreRejectedAsAGroup(t *testing.T) {
 	c := startCluster(t, sandbox.Options{Scheduler: true})
 	addNodes(t, c, "n", 4, "8", 0)

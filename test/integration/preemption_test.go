@@ -67,7 +67,7 @@ func waitBound(t *testing.T, c *sandbox.Cluster, ns, prefix string, n int) {
 	})
 }
 
-// TestBalloonPreemption is seed 004's balloon case: a high-priority gang of
+// TestBalloonPreemption is the balloon case of OpenAI's 7,500-node write-up: a high-priority gang of
 // 8 on a cluster filled with 16 low-priority balloons evicts exactly 8.
 func TestBalloonPreemption(t *testing.T) {
 	c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 2, NodesPerRack: 8, CPU: "4", Memory: "32Gi", Pods: 110})

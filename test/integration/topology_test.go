@@ -54,7 +54,7 @@ func pinnedFiller(name, node, cpu string) *corev1.Pod {
 	return p
 }
 
-// TestMultiLevelTopology is seed 000's example: a zone-constrained root
+// TestMultiLevelTopology is the example of the Kubernetes Workload API documentation: a zone-constrained root
 // (minGroupCount 2) over rack-constrained workers (8) and driver (1). All
 // pods land in one zone, and each child inside one rack of it.
 func TestMultiLevelTopology(t *testing.T) {

@@ -32,7 +32,7 @@ import (
 // Name is the plugin's name in a KubeSchedulerConfiguration.
 const Name = "PhalanxGang"
 
-// Messages for groups whose members disagree (SPEC §2).
+// Messages for groups whose members disagree, as the user guide quotes them.
 const (
 	MsgPriorityMismatch        = "all pods in a single pod group should have the same priority as the pod group"
 	MsgPolicyMismatchWithGroup = "all pods in a single pod group should have the same preemption policy as the pod group's preemption policy"
