@@ -57,6 +57,12 @@ type Case struct {
 	// Preemption, when set, makes a preemption case: the gangs above are
 	// the high-priority ones measured, created after the filler has bound.
 	Preemption *Preemption
+	// AntiAffinity gives every gang member a required pod anti-affinity
+	// term on kubernetes.io/hostname against the members of its own gang
+	// (selected by GangLabel), so no two members of a gang share a node:
+	// the one-member-per-node shape of distributed training. Both
+	// schedulers' arms get the same term on the same label.
+	AntiAffinity bool
 	// UpstreamGates are added to the harness's upstream gates for this case.
 	UpstreamGates string
 	// Timeout bounds one arm's measured window; Stall ends it early when no
@@ -196,6 +202,9 @@ func (c Case) groups() []report.Group {
 	out := make([]report.Group, 0, len(sizes))
 	for g, size := range sizes {
 		grp := report.Group{Name: gangName(g), MinCount: size, TopologyKey: c.TopologyKey}
+		if c.AntiAffinity {
+			grp.OnePerValueKey = sandbox.HostnameLabel
+		}
 		for i := 0; i < size; i++ {
 			grp.Members = append(grp.Members, fmt.Sprintf("%s-%d", gangName(g), i))
 		}
@@ -241,6 +250,10 @@ func Cases(quick bool) []Case {
 			q("GangScheduling/200Nodes_20Gangs_60Pods", Case{Gangs: 20, PodsPerGang: 3}),
 			q("GangScheduling/200Nodes_2Gangs_100Pods_50PerGroup", Case{Gangs: 2, PodsPerGang: 50}),
 			q("TopologyAwareScheduling/200Nodes_10Gangs_40Pods", Case{Gangs: 10, PodsPerGang: 4, TopologyKey: sandbox.RackLabel}),
+			// The anti-affinity twin of the full 1000Gangs_8000Pods case
+			// without its no-anti-affinity twin: the quick set checks the
+			// constrained path, and the plain gang path is covered above.
+			q("GangScheduling/200Nodes_20Gangs_160Pods_AntiAffinity", Case{Gangs: 20, PodsPerGang: 8, AntiAffinity: true}),
 			seq,
 			pre,
 		}
@@ -263,6 +276,11 @@ func Cases(quick bool) []Case {
 		// at the scheduler's rate: it binds only if the wait follows the
 		// gang's progress.
 		full("GangScheduling/7500Nodes_1Gang_20000Pods", 15, Case{Gangs: 1, PodsPerGang: 20000}),
+		// Gangs of 8 with one member per node (required anti-affinity on
+		// the hostname within the gang), and the same gangs without it, so
+		// that the constraint's cost is read against its twin.
+		full("GangScheduling/5000Nodes_1000Gangs_8000Pods", 10, Case{Gangs: 1000, PodsPerGang: 8}),
+		full("GangScheduling/5000Nodes_1000Gangs_8000Pods_AntiAffinity", 10, Case{Gangs: 1000, PodsPerGang: 8, AntiAffinity: true}),
 		// 1,000 nodes in 100 racks of 10, one pod per node.
 		withShape(full("TopologyAwareScheduling/1000Nodes_200Gangs_750Pods_MixedSizes", 20, tasSequence(25)), 5, 20, 10),
 		// 1,000 nodes (10 racks of 100) filled by 250 gangs of 4, one pod

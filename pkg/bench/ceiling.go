@@ -20,8 +20,10 @@ const maxBindTries = 5
 // ceilingPlan assigns every pod of the case a node without looking at the
 // cluster: plain pods and unconstrained gangs round-robin over all nodes;
 // a topology-constrained gang gets one rack (gang index modulo racks) and
-// round-robins over that rack's nodes. It is the cheapest placement that
-// still passes the placement check, so the binder measures only what the
+// round-robins over that rack's nodes. A gang's members go to consecutive
+// nodes, so an anti-affine gang no larger than its nodes lands one member
+// per node. It is the cheapest placement that still passes the placement
+// check, so the binder measures only what the
 // API server can bind.
 func ceilingPlan(c Case) (pods, nodes []string) {
 	all := c.topology().Nodes()

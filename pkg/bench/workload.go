@@ -25,6 +25,11 @@ const (
 	ceilingSchedulerName = "bench-bind-ceiling"
 )
 
+// GangLabel names a gang member's gang on every arm's pods of an
+// AntiAffinity case. The pod-group label is Phalanx's and upstream's pods
+// have none, so the anti-affinity selector needs a label both arms carry.
+const GangLabel = "bench.phalanx.dev/gang"
+
 // createWorkers bounds concurrent creates while setting up a precreated
 // case; liveCreateWorkers is the live arrival's: a few clients, each
 // creating one gang's group and then its members one after another.
@@ -233,7 +238,8 @@ func createGroup(ctx context.Context, cl *sandbox.Cluster, ns string, c Case, ar
 
 // benchPod is upstream's gang-pod template: one pause container asking for
 // 100m cpu (or the case's PodCPU) and 100Mi memory, attached to its gang
-// the arm's way.
+// the arm's way; in an AntiAffinity case, with the same GangLabel and
+// anti-affinity term on every arm.
 func benchPod(c Case, name, gang string, arm Arm, priorityClass string) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -246,11 +252,23 @@ func benchPod(c Case, name, gang string, arm Arm, priorityClass string) *corev1.
 			PriorityClassName: priorityClass,
 		},
 	}
+	if c.AntiAffinity && gang != "" {
+		p.Labels = map[string]string{GangLabel: gang}
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{GangLabel: gang}},
+				TopologyKey:   sandbox.HostnameLabel,
+			}},
+		}}
+	}
 	switch arm {
 	case ArmPhalanx, ArmPhalanxProcess:
 		p.Spec.SchedulerName = phalanxSchedulerName
 		if gang != "" {
-			p.Labels = map[string]string{v1alpha1.PodGroupLabel: gang}
+			if p.Labels == nil {
+				p.Labels = map[string]string{}
+			}
+			p.Labels[v1alpha1.PodGroupLabel] = gang
 		}
 	case ArmUpstream:
 		p.Spec.SchedulerName = upstreamSchedulerName

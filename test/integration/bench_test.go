@@ -21,7 +21,8 @@ import (
 // mixed-size TAS sequence with pods created while the scheduler runs
 // (live), the preemption case always live (the ceiling does not apply).
 // It asserts the placements, never the timings: every pod bound, every
-// gang all-or-nothing, every rack constraint kept, no node overcommitted;
+// gang all-or-nothing, every rack constraint kept, no two members of an
+// anti-affine gang on one node, no node overcommitted;
 // for Phalanx on the preemption case, victims evicted as whole gangs; and
 // that the harness observed what it reports (attempts from the schedulers'
 // metrics, peak memory, rack fragmentation).
@@ -51,6 +52,7 @@ func TestBenchQuick(t *testing.T) {
 				assert.Equal(t, c.GangCount(), v.CompleteGroups, "every gang complete")
 				assert.Zero(t, v.PartialGroups, "no gang partially bound: %v", v.Problems)
 				assert.Zero(t, v.TopologyViolations, "every gang inside one rack: %v", v.Problems)
+				assert.Zero(t, v.AntiAffinityViolations, "no two members of an anti-affine gang on one node: %v", v.Problems)
 				assert.Zero(t, v.OvercommittedNodes, "no node overcommitted: %v", v.Problems)
 				assert.Zero(t, v.UnknownNodes, "%v", v.Problems)
 				assert.True(t, v.OK())

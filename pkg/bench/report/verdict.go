@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -20,6 +21,10 @@ type Group struct {
 	// TopologyKey, when set, is a node label whose value every bound member
 	// must share.
 	TopologyKey string
+	// OnePerValueKey, when set, is a node label no two bound members may
+	// share a value of: the members' required anti-affinity among
+	// themselves (kubernetes.io/hostname: one member per node).
+	OnePerValueKey string
 }
 
 // Verdict is the placement check at the end of a run.
@@ -35,6 +40,9 @@ type Verdict struct {
 	// TopologyViolations counts constrained groups spread over more than
 	// one domain (or bound to nodes without the label).
 	TopologyViolations int `json:"topologyViolations"`
+	// AntiAffinityViolations counts groups with two or more bound members
+	// on one value of their OnePerValueKey (or on a node without it).
+	AntiAffinityViolations int `json:"antiAffinityViolations,omitempty"`
 	// OvercommittedNodes counts nodes whose bound pods request more cpu,
 	// memory or pods than the node has allocatable.
 	OvercommittedNodes int `json:"overcommittedNodes"`
@@ -44,11 +52,12 @@ type Verdict struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
-// OK is true when no gang is partially bound, no topology constraint is
-// violated and no node is overcommitted. It does not require every pod to
+// OK is true when no gang is partially bound, no topology or
+// anti-affinity constraint is violated and no node is overcommitted. It does not require every pod to
 // be bound; compare Bound with Pods for that.
 func (v Verdict) OK() bool {
-	return v.PartialGroups == 0 && v.TopologyViolations == 0 && v.OvercommittedNodes == 0 && v.UnknownNodes == 0
+	return v.PartialGroups == 0 && v.TopologyViolations == 0 && v.AntiAffinityViolations == 0 &&
+		v.OvercommittedNodes == 0 && v.UnknownNodes == 0
 }
 
 func (v *Verdict) problem(format string, args ...interface{}) {
@@ -77,24 +86,33 @@ func Check(groups []Group, nodes []*corev1.Node, pods []*corev1.Pod) Verdict {
 	for _, g := range groups {
 		bound := 0
 		domains := map[string]int{}
+		spread := map[string]int{}
 		for _, m := range g.Members {
 			p := byName[m]
 			if p == nil || p.Spec.NodeName == "" {
 				continue
 			}
 			bound++
-			if g.TopologyKey == "" {
-				continue
+			if g.TopologyKey != "" {
+				domains[labelOf(nodeByName[p.Spec.NodeName], g.TopologyKey)]++
 			}
-			n := nodeByName[p.Spec.NodeName]
-			value, ok := "", false
-			if n != nil {
-				value, ok = n.Labels[g.TopologyKey]
+			if g.OnePerValueKey != "" {
+				spread[labelOf(nodeByName[p.Spec.NodeName], g.OnePerValueKey)]++
 			}
-			if !ok {
-				value = "<no " + g.TopologyKey + " label>"
+		}
+		var shared []string
+		for value, n := range spread {
+			// Every bench node carries the key; a member on a node without
+			// it cannot be confirmed alone there, so it is reported, as a
+			// topology-constrained member on such a node is.
+			if n > 1 || value == noLabel(g.OnePerValueKey) {
+				shared = append(shared, fmt.Sprintf("%s=%d", value, n))
 			}
-			domains[value]++
+		}
+		if len(shared) > 0 {
+			sort.Strings(shared)
+			v.AntiAffinityViolations++
+			v.problem("group %s: anti-affinity on %s broken, members share: %s", g.Name, g.OnePerValueKey, strings.Join(shared, ", "))
 		}
 		switch {
 		case bound == 0:
@@ -110,7 +128,7 @@ func Check(groups []Group, nodes []*corev1.Node, pods []*corev1.Pod) Verdict {
 			v.problem("group %s: members spread over %d values of %s: %s", g.Name, len(domains), g.TopologyKey, formatCounts(domains))
 		} else {
 			for value := range domains {
-				if value == "<no "+g.TopologyKey+" label>" {
+				if value == noLabel(g.TopologyKey) {
 					v.TopologyViolations++
 					v.problem("group %s: bound to nodes without label %s", g.Name, g.TopologyKey)
 				}
@@ -167,6 +185,19 @@ func Check(groups []Group, nodes []*corev1.Node, pods []*corev1.Pod) Verdict {
 	}
 	return v
 }
+
+// labelOf is the node's value of key, or noLabel(key) when the node does
+// not exist or lacks the label.
+func labelOf(n *corev1.Node, key string) string {
+	if n != nil {
+		if value, ok := n.Labels[key]; ok {
+			return value
+		}
+	}
+	return noLabel(key)
+}
+
+func noLabel(key string) string { return "<no " + key + " label>" }
 
 func formatCounts(m map[string]int) string {
 	keys := make([]string, 0, len(m))

@@ -18,6 +18,7 @@ func node(name, rack string) *corev1.Node {
 	labels := map[string]string{}
 	if rack != "" {
 		labels["rack"] = rack
+		labels["host"] = name
 	}
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Status: corev1.NodeStatus{Allocatable: alloc}}
 }
@@ -36,6 +37,9 @@ func TestCheck(t *testing.T) {
 	nodes := []*corev1.Node{node("a1", "a"), node("a2", "a"), node("b1", "b"), node("x", "")}
 	gang := func(key string, members ...string) []Group {
 		return []Group{{Name: "g", Members: members, MinCount: len(members), TopologyKey: key}}
+	}
+	onePerNode := func(members ...string) []Group {
+		return []Group{{Name: "g", Members: members, MinCount: len(members), OnePerValueKey: "host"}}
 	}
 	tests := []struct {
 		name   string
@@ -73,6 +77,29 @@ func TestCheck(t *testing.T) {
 		pods:   []*corev1.Pod{pod("p0", "a1", "100m"), pod("p1", "b1", "100m")},
 		want:   Verdict{Pods: 2, Bound: 2, Groups: 1, CompleteGroups: 1},
 	}, {
+		name:   "a one-per-node gang on distinct nodes is fine",
+		groups: onePerNode("p0", "p1", "p2"),
+		pods:   []*corev1.Pod{pod("p0", "a1", "100m"), pod("p1", "a2", "100m"), pod("p2", "b1", "100m")},
+		want:   Verdict{Pods: 3, Bound: 3, Groups: 1, CompleteGroups: 1},
+	}, {
+		name:   "two members of a one-per-node gang on one node violate its anti-affinity",
+		groups: onePerNode("p0", "p1", "p2"),
+		pods:   []*corev1.Pod{pod("p0", "a1", "100m"), pod("p1", "a1", "100m"), pod("p2", "b1", "100m")},
+		want:   Verdict{Pods: 3, Bound: 3, Groups: 1, CompleteGroups: 1, AntiAffinityViolations: 1},
+	}, {
+		name:   "a one-per-node member on a node without the label is not confirmed",
+		groups: onePerNode("p0", "p1"),
+		pods:   []*corev1.Pod{pod("p0", "a1", "100m"), pod("p1", "x", "100m")},
+		want:   Verdict{Pods: 2, Bound: 2, Groups: 1, CompleteGroups: 1, AntiAffinityViolations: 1},
+	}, {
+		name: "two gangs may share a node under their own anti-affinity",
+		groups: []Group{
+			{Name: "g", Members: []string{"p0", "p1"}, MinCount: 2, OnePerValueKey: "host"},
+			{Name: "h", Members: []string{"q0", "q1"}, MinCount: 2, OnePerValueKey: "host"},
+		},
+		pods: []*corev1.Pod{pod("p0", "a1", "100m"), pod("p1", "a2", "100m"), pod("q0", "a1", "100m"), pod("q1", "a2", "100m")},
+		want: Verdict{Pods: 4, Bound: 4, Groups: 2, CompleteGroups: 2},
+	}, {
 		name: "more cpu than allocatable overcommits a node",
 		pods: []*corev1.Pod{pod("p0", "a1", "600m"), pod("p1", "a1", "600m")},
 		want: Verdict{Pods: 2, Bound: 2, OvercommittedNodes: 1},
@@ -92,7 +119,8 @@ func TestCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Check(tt.groups, nodes, tt.pods)
-			wantOK := tt.want.PartialGroups == 0 && tt.want.TopologyViolations == 0 && tt.want.OvercommittedNodes == 0 && tt.want.UnknownNodes == 0
+			wantOK := tt.want.PartialGroups == 0 && tt.want.TopologyViolations == 0 && tt.want.AntiAffinityViolations == 0 &&
+				tt.want.OvercommittedNodes == 0 && tt.want.UnknownNodes == 0
 			assert.Equal(t, wantOK, got.OK(), "OK(); problems: %v", got.Problems)
 			assert.Equal(t, !wantOK, len(got.Problems) > 0, "problems are named exactly when something is wrong: %v", got.Problems)
 			got.Problems = nil
