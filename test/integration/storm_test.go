@@ -49,8 +49,9 @@ func TestUnschedulableGangDoesNotSpin(t *testing.T) {
 		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, member{name: fmt.Sprintf("big-%04d", i), labels: inGroup("big"), cpu: "1"}.pod(), metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	// 1,000 one-cpu pods on 400 cpu: the group condition gives the numbers.
-	cond := waitGroupCondition(t, c, ns, "big", "Schedulable", "of 1000 pods fit")
+	// 1,000 one-cpu pods on 400 cpu: more than the cluster could ever hold,
+	// and the group condition gives the numbers.
+	cond := waitGroupCondition(t, c, ns, "big", "Schedulable", "needs 1000 pods of 1 cpu; the cluster's allocatable holds at most 400 (100 nodes)")
 	t.Logf("condition: %s", cond.Message)
 	// Let the first round of attempts finish, then measure a quiet window.
 	before := scheduleAttempts(t)
