@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -258,7 +259,7 @@ func (pt *planTerms) add(pod *corev1.Pod) {
 		}
 	}
 	for _, s := range t.spread {
-		if !hasSpread(pt.spread, s.id) {
+		if !slices.ContainsFunc(pt.spread, func(x spreadTerm) bool { return x.id == s.id }) {
 			pt.spread = append(pt.spread, s)
 		}
 	}
@@ -268,21 +269,7 @@ func (pt *planTerms) add(pod *corev1.Pod) {
 }
 
 func hasTerm(ts []term, id string) bool {
-	for _, t := range ts {
-		if t.id == id {
-			return true
-		}
-	}
-	return false
-}
-
-func hasSpread(ts []spreadTerm, id string) bool {
-	for _, t := range ts {
-		if t.id == id {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ts, func(t term) bool { return t.id == id })
 }
 
 // signature is the part of a pod's shape key that member constraints add:
@@ -349,7 +336,7 @@ func (pt *planTerms) limits(c *Constraints, rep *corev1.Pod, s *placement.Shape)
 	}
 	for _, p := range t.ports {
 		class := "port:" + p
-		if !containsString(s.Classes, class) {
+		if !slices.Contains(s.Classes, class) {
 			s.Classes = append(s.Classes, class)
 			s.Limits = append(s.Limits, placement.DomainLimit{Class: class, Max: 1, Reason: fmt.Sprintf("host port %s: one member per node", p)})
 		}
@@ -360,17 +347,8 @@ func (pt *planTerms) limits(c *Constraints, rep *corev1.Pod, s *placement.Shape)
 		}
 	}
 	for _, sp := range t.spread {
-		s.Limits = append(s.Limits, c.spreadLimit(rep, sp, containsString(s.Classes, "spread:"+sp.id)))
+		s.Limits = append(s.Limits, c.spreadLimit(rep, sp, slices.Contains(s.Classes, "spread:"+sp.id)))
 	}
-}
-
-func containsString(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // spreadLimit bounds what the plan may add per domain so that every
