@@ -95,7 +95,7 @@
 // The status controller keeps each PodGroup's status.members (pods that
 // exist, are not terminating and have not finished), status.scheduled
 // (those with a node) and status.running (those in phase Running), counted
-// from the pods attached by label or by spec.schedulingGroup.podGroupName.
+// from the pods attached by the scheduling.phalanx.dev/pod-group label.
 // Pod events within StatusDelay of each other become one write per group.
 //
 // # Who writes what

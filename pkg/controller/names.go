@@ -79,17 +79,11 @@ func jobOfPod(pod *corev1.Pod) (string, bool) {
 	return ref.Name, true
 }
 
-// podGroupOfPod returns the PodGroup a pod is attached to: the pod-group
-// label, or else spec.schedulingGroup.podGroupName, the order the scheduler
-// reads them in.
+// podGroupOfPod returns the Phalanx PodGroup a pod is attached to, "" for
+// none. spec.schedulingGroup names an upstream scheduling.k8s.io PodGroup,
+// a different group even with the same name.
 func podGroupOfPod(pod *corev1.Pod) string {
-	if name := pod.Labels[v1alpha1.PodGroupLabel]; name != "" {
-		return name
-	}
-	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
-		return *sg.PodGroupName
-	}
-	return ""
+	return pod.Labels[v1alpha1.PodGroupLabel]
 }
 
 func indexPodsByJob(obj interface{}) ([]string, error) {

@@ -57,7 +57,7 @@ func TestPodGroupStatusCounters(t *testing.T) {
 		want  string // the merge patch, or "" for no write
 	}{
 		{
-			name:  "members, scheduled and running are counted from the group's pods",
+			name:  "members, scheduled and running are counted from the group's pods, not an upstream PodGroup's of the same name",
 			group: scheduledGroup(0, 0, 0),
 			pods: []runtime.Object{
 				memberPod("running", "trainer", "node-1", corev1.PodRunning),
@@ -69,7 +69,7 @@ func TestPodGroupStatusCounters(t *testing.T) {
 				memberPod("failed", "trainer", "node-3", corev1.PodFailed),
 				memberPod("elsewhere", "other", "node-1", corev1.PodRunning),
 			},
-			want: `{"status":{"members":4,"scheduled":2,"running":1}}`,
+			want: `{"status":{"members":3,"scheduled":2,"running":1}}`,
 		},
 		{
 			name:  "counters that already match are not written",

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
@@ -16,13 +17,17 @@ import (
 const specField = "spec.schedulingGroup.podGroupName"
 
 // attachInput is one pod's attachment as the fuzzer sees it: each label
-// may be absent or present (possibly empty), and spec.schedulingGroup may
-// be absent, present without podGroupName, or present with it.
+// may be absent or present (possibly empty). specMode says what carries
+// the spec string: 0 nothing, 1 a spec.schedulingGroup without
+// podGroupName, 2 spec.schedulingGroup.podGroupName, 3 the
+// scheduling.x-k8s.io/pod-group label, 4 both of the last two. (Folding the
+// scheduler-plugins label into specMode keeps the fuzz signature, and with
+// it the seed corpus, unchanged.)
 type attachInput struct {
 	ns                        string
 	hasGroup, hasName, hasMin bool
 	group, name, min          string
-	specMode                  uint8 // 0 no schedulingGroup, 1 without podGroupName, 2 with it
+	specMode                  uint8 // see above
 	spec                      string
 }
 
@@ -40,38 +45,45 @@ func (in attachInput) pod() *corev1.Pod {
 	switch in.specMode {
 	case 1:
 		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{}
-	case 2:
+	case 2, 4:
 		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(in.spec)}
+	}
+	if in.xLabel() {
+		p.Labels[xv1alpha1.PodGroupLabel] = in.spec
 	}
 	return p
 }
 
 // specName is what spec.schedulingGroup says, "" for nothing.
 func (in attachInput) specName() string {
-	if in.specMode == 2 {
+	if in.specMode == 2 || in.specMode == 4 {
 		return in.spec
 	}
 	return ""
 }
 
+// xLabel reports whether the pod carries scheduler-plugins' label (with
+// value spec).
+func (in attachInput) xLabel() bool { return in.specMode == 3 || in.specMode == 4 }
+
 // FuzzAttach checks Attach against the rules its doc comment and the user
 // guide state ("checked in this order; contradicting attachments are an
 // error reported on the pod"):
 //   - it never panics and never modifies the pod;
-//   - a pod is ungrouped (ok false) exactly when it has neither group label
-//     nor a non-empty spec.schedulingGroup.podGroupName, and then there is
-//     no error;
+//   - a pod is ungrouped (ok false) exactly when it has no group label and
+//     no non-empty spec.schedulingGroup.podGroupName, and then there is no
+//     error;
 //   - an error comes with ok true and a zero Attachment, and names the
 //     offending label or field: each label or field it names is set on the
 //     pod, and it names the one at fault (with its value where one is set);
 //   - a success names the pod's namespace and a non-empty group that is one
-//     of the inputs: the pod-group label or spec name for a PodGroup, the
-//     name label for a label gang, whose MinAvailable is ≥ 1 and equals
-//     strconv.Atoi of the min-available label;
-//   - the pod-group label and spec.schedulingGroup.podGroupName naming
-//     different groups is an error, naming the same one is not; the label
-//     pair together with spec.schedulingGroup.podGroupName is always an
-//     error (a label gang has no PodGroup object to name);
+//     of the inputs, in its dialect: the pod-group label for a Phalanx
+//     PodGroup, the name label for a label gang (whose MinAvailable is ≥ 1
+//     and equals strconv.Atoi of the min-available label), the
+//     scheduling.x-k8s.io label for a scheduler-plugins PodGroup, the spec
+//     name for an upstream PodGroup;
+//   - naming groups in two dialects is an error that names both, even with
+//     equal names: they are different groups;
 //   - the pod-group label is checked first: with it present the label pair
 //     does not change the result.
 //
@@ -83,7 +95,7 @@ func FuzzAttach(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ns string, hasGroup bool, group string, hasName bool, name string,
 		hasMin bool, min string, specMode uint8, spec string) {
 		in := attachInput{ns: ns, hasGroup: hasGroup, group: group, hasName: hasName, name: name,
-			hasMin: hasMin, min: min, specMode: specMode % 3, spec: spec}
+			hasMin: hasMin, min: min, specMode: specMode % 5, spec: spec}
 		pod := in.pod()
 		a, ok, err := Attach(pod)
 		if !maps.Equal(pod.Labels, in.pod().Labels) || specNameOf(pod) != specNameOf(in.pod()) {
@@ -109,7 +121,7 @@ func FuzzAttach(f *testing.F) {
 // nothing.
 func checkAttach(in attachInput, a Attachment, ok bool, err error) string {
 	spec := in.specName()
-	grouped := in.hasGroup || in.hasName || spec != ""
+	grouped := in.hasGroup || in.hasName || in.xLabel() || spec != ""
 	if ok != grouped {
 		return "ok must say whether the pod carries any attachment"
 	}
@@ -122,12 +134,24 @@ func checkAttach(in attachInput, a Attachment, ok bool, err error) string {
 
 	// Which attachments contradict each other or are malformed, by the
 	// documented rules, and what the error must name.
+	type source struct{ where, value string }
+	var sources []source
+	switch {
+	case in.hasGroup:
+		sources = append(sources, source{v1alpha1.PodGroupLabel, in.group})
+	case in.hasName:
+		sources = append(sources, source{v1alpha1.LightweightNameLabel, in.name})
+	}
+	if in.xLabel() {
+		sources = append(sources, source{xv1alpha1.PodGroupLabel, in.spec})
+	}
+	if spec != "" {
+		sources = append(sources, source{specField, spec})
+	}
 	var want []string
 	switch {
 	case in.hasGroup && in.group == "":
 		want = []string{v1alpha1.PodGroupLabel, "empty"}
-	case in.hasGroup && spec != "" && spec != in.group:
-		want = []string{v1alpha1.PodGroupLabel, strconv.Quote(in.group), specField, strconv.Quote(spec)}
 	case in.hasGroup:
 	case in.hasName && in.name == "":
 		want = []string{v1alpha1.LightweightNameLabel, "empty"}
@@ -135,8 +159,12 @@ func checkAttach(in attachInput, a Attachment, ok bool, err error) string {
 		want = []string{v1alpha1.LightweightNameLabel, v1alpha1.LightweightMinAvailableLabel, "missing"}
 	case in.hasName && !positiveInt(in.min):
 		want = []string{v1alpha1.LightweightMinAvailableLabel, strconv.Quote(in.min), "positive integer"}
-	case in.hasName && spec != "":
-		want = []string{v1alpha1.LightweightNameLabel, strconv.Quote(in.name), specField, strconv.Quote(spec)}
+	}
+	if want == nil && in.xLabel() && in.spec == "" {
+		want = []string{xv1alpha1.PodGroupLabel, "empty"}
+	}
+	if want == nil && len(sources) > 1 {
+		want = []string{sources[0].where, strconv.Quote(sources[0].value), sources[1].where, strconv.Quote(sources[1].value), "one group"}
 	}
 
 	if want != nil {
@@ -154,7 +182,7 @@ func checkAttach(in attachInput, a Attachment, ok bool, err error) string {
 		}
 		// It names nothing that is not on the pod. The values it quotes
 		// and the namespace are the user's strings: leave them out.
-		for _, v := range []string{in.group, in.name, in.min, spec} {
+		for _, v := range []string{in.group, in.name, in.min, in.spec} {
 			msg = strings.ReplaceAll(msg, strconv.Quote(v), "")
 		}
 		msg = strings.ReplaceAll(msg, in.ns, "")
@@ -162,14 +190,12 @@ func checkAttach(in attachInput, a Attachment, ok bool, err error) string {
 			v1alpha1.PodGroupLabel:                in.hasGroup,
 			v1alpha1.LightweightNameLabel:         in.hasName,
 			v1alpha1.LightweightMinAvailableLabel: in.hasName, // named as missing or malformed
+			xv1alpha1.PodGroupLabel:               in.xLabel(),
 			specField:                             spec != "",
 		} {
 			if !set && strings.Contains(msg, k) {
 				return fmt.Sprintf("the error names %s, which the pod does not set", k)
 			}
-		}
-		if (in.hasGroup && spec == in.group || !in.hasGroup && spec == in.name) && strings.Contains(msg, "disagree") {
-			return "equal names do not disagree"
 		}
 		return ""
 	}
@@ -179,7 +205,7 @@ func checkAttach(in attachInput, a Attachment, ok bool, err error) string {
 	switch {
 	case err != nil:
 		return "a well-formed attachment is no error"
-	case in.hasGroup: // the pod-group label wins; a spec name agrees with it
+	case in.hasGroup:
 		wantKey = Key{Kind: PodGroupKind, Namespace: in.ns, Name: in.group}
 	case in.hasName: // the label pair forms a label gang of min-available
 		wantKey = Key{Kind: LabelKind, Namespace: in.ns, Name: in.name}
@@ -188,8 +214,10 @@ func checkAttach(in attachInput, a Attachment, ok bool, err error) string {
 			return "a label gang's min-available must be a positive integer"
 		}
 		wantMin = n
-	default: // spec.schedulingGroup.podGroupName names a PodGroup
-		wantKey = Key{Kind: PodGroupKind, Namespace: in.ns, Name: spec}
+	case in.xLabel():
+		wantKey = Key{Dialect: Coscheduling, Kind: PodGroupKind, Namespace: in.ns, Name: in.spec}
+	default: // spec.schedulingGroup.podGroupName names an upstream PodGroup
+		wantKey = Key{Dialect: Native, Kind: PodGroupKind, Namespace: in.ns, Name: spec}
 	}
 	if a.Key.Name == "" {
 		return "an attachment names a group"

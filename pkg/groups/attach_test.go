@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
@@ -42,10 +43,34 @@ func TestAttach(t *testing.T) {
 			wantOK: true,
 		},
 		{
-			name:   "spec.schedulingGroup.podGroupName attaches the pod to that PodGroup",
+			name:   "spec.schedulingGroup.podGroupName attaches the pod to that upstream scheduling.k8s.io PodGroup",
 			pod:    newPod("p", inSpecGroup("train")),
-			want:   Attachment{Key: pgKey("train")},
+			want:   Attachment{Key: Key{Dialect: Native, Kind: PodGroupKind, Namespace: testNS, Name: "train"}},
 			wantOK: true,
+		},
+		{
+			name:   "the scheduling.x-k8s.io/pod-group label attaches the pod to that scheduler-plugins PodGroup",
+			pod:    newPod("p", withLabel(xv1alpha1.PodGroupLabel, "train")),
+			want:   Attachment{Key: Key{Dialect: Coscheduling, Kind: PodGroupKind, Namespace: testNS, Name: "train"}},
+			wantOK: true,
+		},
+		{
+			name:    "an empty scheduling.x-k8s.io/pod-group label is an error naming the label",
+			pod:     newPod("p", withLabel(xv1alpha1.PodGroupLabel, "")),
+			wantOK:  true,
+			wantErr: []string{xv1alpha1.PodGroupLabel, "empty"},
+		},
+		{
+			name:    "the scheduler-plugins label and spec.schedulingGroup name groups in two APIs: an error naming both",
+			pod:     newPod("p", withLabel(xv1alpha1.PodGroupLabel, "train"), inSpecGroup("train")),
+			wantOK:  true,
+			wantErr: []string{xv1alpha1.PodGroupLabel, spec, "PodGroup.scheduling.x-k8s.io", "PodGroup.scheduling.k8s.io", "one group"},
+		},
+		{
+			name:    "the Phalanx label and the scheduler-plugins label are an error naming both",
+			pod:     newPod("p", inPodGroup("train"), withLabel(xv1alpha1.PodGroupLabel, "train")),
+			wantOK:  true,
+			wantErr: []string{v1alpha1.PodGroupLabel, xv1alpha1.PodGroupLabel, "one group"},
 		},
 		{
 			name:   "the pod-group label takes precedence over the label pair",
@@ -54,10 +79,10 @@ func TestAttach(t *testing.T) {
 			wantOK: true,
 		},
 		{
-			name:   "the pod-group label and a schedulingGroup naming the same group agree",
-			pod:    newPod("p", inPodGroup("train"), inSpecGroup("train")),
-			want:   Attachment{Key: pgKey("train")},
-			wantOK: true,
+			name:    "the pod-group label and a schedulingGroup with the same name are two groups in two APIs: an error",
+			pod:     newPod("p", inPodGroup("train"), inSpecGroup("train")),
+			wantOK:  true,
+			wantErr: []string{v1alpha1.PodGroupLabel, spec, "PodGroup.scheduling.phalanx.dev", "PodGroup.scheduling.k8s.io"},
 		},
 		{
 			name:   "the attachment is in the pod's own namespace",
@@ -69,7 +94,7 @@ func TestAttach(t *testing.T) {
 			name:    "the pod-group label and a schedulingGroup naming another group are an error naming both",
 			pod:     newPod("p", inPodGroup("a"), inSpecGroup("b")),
 			wantOK:  true,
-			wantErr: []string{v1alpha1.PodGroupLabel, `"a"`, spec, `"b"`, "disagree"},
+			wantErr: []string{v1alpha1.PodGroupLabel, `"a"`, spec, `"b"`, "one group"},
 		},
 		{
 			name:    "the label pair together with a schedulingGroup is an error naming both",

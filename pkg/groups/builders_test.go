@@ -25,6 +25,12 @@ func pgKey(name string) Key    { return Key{Kind: PodGroupKind, Namespace: testN
 func cpgKey(name string) Key   { return Key{Kind: CompositeKind, Namespace: testNS, Name: name} }
 func labelKey(name string) Key { return Key{Kind: LabelKind, Namespace: testNS, Name: name} }
 
+// nativeKey is the upstream scheduling.k8s.io PodGroup that
+// spec.schedulingGroup names.
+func nativeKey(name string) Key {
+	return Key{Dialect: Native, Kind: PodGroupKind, Namespace: testNS, Name: name}
+}
+
 type podOpt func(*corev1.Pod)
 
 // newPod returns a pod in testNS whose UID is derived from its name.

@@ -5,9 +5,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
@@ -22,6 +26,7 @@ type Cache struct {
 	pods map[types.UID]Key
 	// lastRev hands out group revisions; see HierarchyRevision.
 	lastRev uint64
+	served  [numDialects]atomic.Bool
 }
 
 // bumpLocked gives g a new revision: something HierarchyRevision promises
@@ -81,7 +86,7 @@ func (c *Cache) gcLocked(k Key) {
 	}
 	delete(c.groups, k)
 	if g.ParentName != "" {
-		pk := Key{Kind: CompositeKind, Namespace: k.Namespace, Name: g.ParentName}
+		pk := k.parent(g.ParentName)
 		if p := c.groups[pk]; p != nil {
 			delete(p.children, k)
 			c.bumpLocked(p)
@@ -114,6 +119,7 @@ func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
 		}
 		g.Exists = true
 		g.Gang = true
+		g.PriorityFromMembers = true
 		if g.Created.IsZero() || pod.CreationTimestamp.Time.Before(g.Created) {
 			g.Created = pod.CreationTimestamp.Time
 		}
@@ -284,82 +290,51 @@ func (c *Cache) setState(pod *corev1.Pod, s State, node string) {
 	m.Node = node
 }
 
-// SetPodGroup records a PodGroup object.
+// SetGroup records the definition of group object k, in any dialect.
+func (c *Cache) SetGroup(k Key, spec Spec) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.getOrCreateLocked(k)
+	c.bumpLocked(g)
+	g.Exists = true
+	g.UID = spec.UID
+	g.Created = spec.Created
+	g.Gang = spec.Gang
+	g.MinCount, g.MinGroupCount = 0, 0
+	if g.Gang {
+		g.MinCount, g.MinGroupCount = spec.MinCount, spec.MinGroupCount
+	}
+	g.TopologyKey = spec.TopologyKey
+	g.DisruptionAll = spec.DisruptionAll
+	g.PriorityClassName = spec.PriorityClassName
+	g.Priority = spec.Priority
+	g.PreemptionPolicy = spec.PreemptionPolicy
+	g.PriorityFromMembers = spec.PriorityFromMembers
+	g.MinResources = spec.MinResources
+	g.WaitTimeout = spec.WaitTimeout
+	g.Invalid = spec.Invalid
+	c.setParentLocked(g, spec.Parent)
+}
+
+// SetPodGroup records a Phalanx PodGroup object.
 func (c *Cache) SetPodGroup(pg *v1alpha1.PodGroup) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := Key{Kind: PodGroupKind, Namespace: pg.Namespace, Name: pg.Name}
-	g := c.getOrCreateLocked(k)
-	c.bumpLocked(g)
-	g.Exists = true
-	g.UID = pg.UID
-	g.Created = pg.CreationTimestamp.Time
-	g.Gang = pg.Spec.SchedulingPolicy.Gang != nil
-	g.MinCount = 0
-	if g.Gang {
-		g.MinCount = int(pg.Spec.SchedulingPolicy.Gang.MinCount)
-	}
-	g.TopologyKey = ""
-	if sc := pg.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
-		g.TopologyKey = sc.Topology[0].Key
-	}
-	g.DisruptionAll = pg.Spec.DisruptionMode != nil && pg.Spec.DisruptionMode.All != nil
-	g.PriorityClassName = pg.Spec.PriorityClassName
-	g.Priority = pg.Spec.Priority
-	g.PreemptionPolicy = corePolicy(pg.Spec.PreemptionPolicy)
-	c.setParentLocked(g, pg.Spec.ParentCompositePodGroupName)
+	c.SetGroup(Key{Kind: PodGroupKind, Namespace: pg.Namespace, Name: pg.Name}, SpecOfPodGroup(pg))
 }
 
-// SetComposite records a CompositePodGroup object.
+// SetComposite records a Phalanx CompositePodGroup object.
 func (c *Cache) SetComposite(cpg *v1alpha1.CompositePodGroup) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := Key{Kind: CompositeKind, Namespace: cpg.Namespace, Name: cpg.Name}
-	g := c.getOrCreateLocked(k)
-	c.bumpLocked(g)
-	g.Exists = true
-	g.UID = cpg.UID
-	g.Created = cpg.CreationTimestamp.Time
-	g.Gang = cpg.Spec.SchedulingPolicy.Gang != nil
-	g.MinGroupCount = 0
-	if g.Gang {
-		g.MinGroupCount = int(cpg.Spec.SchedulingPolicy.Gang.MinGroupCount)
-	}
-	g.TopologyKey = ""
-	if sc := cpg.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
-		g.TopologyKey = sc.Topology[0].Key
-	}
-	g.DisruptionAll = cpg.Spec.DisruptionMode != nil && cpg.Spec.DisruptionMode.All != nil
-	g.PriorityClassName = cpg.Spec.PriorityClassName
-	g.Priority = cpg.Spec.Priority
-	g.PreemptionPolicy = corePolicy(cpg.Spec.PreemptionPolicy)
-	c.setParentLocked(g, cpg.Spec.ParentCompositePodGroupName)
+	c.SetGroup(Key{Kind: CompositeKind, Namespace: cpg.Namespace, Name: cpg.Name}, SpecOfComposite(cpg))
 }
 
-func corePolicy(p *v1alpha1.PreemptionPolicy) *corev1.PreemptionPolicy {
-	if p == nil {
-		return nil
-	}
-	v := corev1.PreemptLowerPriority
-	if *p == v1alpha1.PreemptNever {
-		v = corev1.PreemptNever
-	}
-	return &v
-}
-
-func (c *Cache) setParentLocked(g *Group, parent *string) {
-	name := ""
-	if parent != nil {
-		name = *parent
-	}
+func (c *Cache) setParentLocked(g *Group, name string) {
 	if g.ParentName == name {
 		if name != "" {
-			c.getOrCreateLocked(Key{Kind: CompositeKind, Namespace: g.Key.Namespace, Name: name}).children[g.Key] = struct{}{}
+			c.getOrCreateLocked(g.Key.parent(name)).children[g.Key] = struct{}{}
 		}
 		return
 	}
 	if g.ParentName != "" {
-		old := Key{Kind: CompositeKind, Namespace: g.Key.Namespace, Name: g.ParentName}
+		old := g.Key.parent(g.ParentName)
 		if p := c.groups[old]; p != nil {
 			delete(p.children, g.Key)
 			c.bumpLocked(p)
@@ -368,7 +343,7 @@ func (c *Cache) setParentLocked(g *Group, parent *string) {
 	}
 	g.ParentName = name
 	if name != "" {
-		p := c.getOrCreateLocked(Key{Kind: CompositeKind, Namespace: g.Key.Namespace, Name: name})
+		p := c.getOrCreateLocked(g.Key.parent(name))
 		p.children[g.Key] = struct{}{}
 		c.bumpLocked(p)
 	}
@@ -386,7 +361,7 @@ func (c *Cache) DeleteGroup(k Key) {
 		// Members walk from the old parent into the deleted group, and
 		// would keep placeholders that link to each other (a deleted
 		// cycle) alive forever.
-		c.setParentLocked(g, nil)
+		c.setParentLocked(g, "")
 		c.gcLocked(k)
 	}
 }
@@ -402,9 +377,13 @@ type Info struct {
 	DisruptionAll bool
 	Created       int64 // unix nanoseconds, for ordering
 
-	PriorityClassName string
-	Priority          *int32
-	PreemptionPolicy  *corev1.PreemptionPolicy
+	PriorityClassName   string
+	Priority            *int32
+	PreemptionPolicy    *corev1.PreemptionPolicy
+	PriorityFromMembers bool
+
+	MinResources corev1.ResourceList
+	WaitTimeout  time.Duration
 
 	// Invalid explains why the group cannot be scheduled as defined, ""
 	// when it can.
@@ -418,6 +397,7 @@ func infoOf(g *Group) Info {
 		Key: g.Key, UID: g.UID, Gang: g.Gang, MinCount: g.MinCount, MinGroupCount: g.MinGroupCount,
 		TopologyKey: g.TopologyKey, DisruptionAll: g.DisruptionAll, Created: g.Created.UnixNano(),
 		PriorityClassName: g.PriorityClassName, Priority: g.Priority, PreemptionPolicy: g.PreemptionPolicy,
+		PriorityFromMembers: g.PriorityFromMembers, MinResources: g.MinResources, WaitTimeout: g.WaitTimeout,
 		Invalid:  g.Invalid,
 		Existing: g.Existing(), Placed: g.Placed(), Bound: g.counts[Bound],
 	}
@@ -433,13 +413,29 @@ func (ch Chain) Leaf() Info { return ch[0] }
 func (ch Chain) Root() Info { return ch[len(ch)-1] }
 
 // MissingError says a group or a parent a pod depends on does not exist.
-type MissingError struct{ Key Key }
+type MissingError struct {
+	Key Key
+	// NotServed: the API server does not serve the dialect's resources, so
+	// the group cannot appear until it does.
+	NotServed bool
+}
 
 func (e *MissingError) Error() string {
-	if e.Key.Kind == CompositeKind {
-		return fmt.Sprintf("parent CompositePodGroup %s/%s not found: create it or fix parentCompositePodGroupName", e.Key.Namespace, e.Key.Name)
+	var msg string
+	switch {
+	case e.Key.Kind == CompositeKind:
+		msg = fmt.Sprintf("parent %s not found: create it or fix parentCompositePodGroupName", e.Key)
+	case e.Key.Dialect == Native:
+		msg = fmt.Sprintf("%s %s/%s not found: create it or fix the pod's spec.schedulingGroup.podGroupName", e.Key.kindName(), e.Key.Namespace, e.Key.Name)
+	case e.Key.Dialect == Coscheduling:
+		msg = fmt.Sprintf("%s %s/%s not found: create it or fix the pod's %s label", e.Key.kindName(), e.Key.Namespace, e.Key.Name, xv1alpha1.PodGroupLabel)
+	default:
+		msg = fmt.Sprintf("PodGroup %s/%s not found: create it or fix the pod's %s label", e.Key.Namespace, e.Key.Name, v1alpha1.PodGroupLabel)
 	}
-	return fmt.Sprintf("PodGroup %s/%s not found: create it or fix the pod's %s label", e.Key.Namespace, e.Key.Name, v1alpha1.PodGroupLabel)
+	if e.NotServed {
+		msg += fmt.Sprintf(" (the API server does not serve %s groups)", e.Key.Dialect)
+	}
+	return msg
 }
 
 // InvalidError says a group of the pod's hierarchy cannot be scheduled as
@@ -475,23 +471,34 @@ func (c *Cache) ChainOf(pod *corev1.Pod) (ch Chain, ok bool, err error) {
 func (c *Cache) chainLocked(leaf Key) ([]*Group, error) {
 	g := c.groups[leaf]
 	if g == nil || !g.Exists {
-		return nil, &MissingError{Key: leaf}
+		return nil, c.missing(leaf)
 	}
 	chain := []*Group{g}
 	for g.ParentName != "" {
 		if len(chain) >= v1alpha1.MaxTreeDepth {
 			return nil, fmt.Errorf("group hierarchy above %s is deeper than %d levels or cyclic: fix parentCompositePodGroupName", leaf, v1alpha1.MaxTreeDepth)
 		}
-		pk := Key{Kind: CompositeKind, Namespace: g.Key.Namespace, Name: g.ParentName}
+		pk := g.Key.parent(g.ParentName)
 		p := c.groups[pk]
 		if p == nil || !p.Exists {
-			return nil, &MissingError{Key: pk}
+			return nil, c.missing(pk)
 		}
 		chain = append(chain, p)
 		g = p
 	}
 	return chain, nil
 }
+
+func (c *Cache) missing(k Key) *MissingError {
+	return &MissingError{Key: k, NotServed: k.Dialect != Phalanx && !c.served[k.Dialect].Load()}
+}
+
+// SetServed records whether the API server serves dialect d's group
+// resources; a missing group of an unserved dialect says so.
+func (c *Cache) SetServed(d Dialect, served bool) { c.served[d].Store(served) }
+
+// Served reports what SetServed last recorded.
+func (c *Cache) Served(d Dialect) bool { return d == Phalanx || c.served[d].Load() }
 
 // Counter picks which members count toward a quorum.
 type Counter func(*Group) int
@@ -741,6 +748,19 @@ func (c *Cache) walkLeavesVisited(g *Group, depth int, seen map[Key]bool, fn fun
 			c.walkLeavesVisited(ch, depth+1, seen, fn)
 		}
 	}
+}
+
+// objectKeys lists the groups of one dialect and kind whose objects exist.
+func (c *Cache) objectKeys(d Dialect, kind Kind) []Key {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []Key
+	for k, g := range c.groups {
+		if k.Dialect == d && k.Kind == kind && g.Exists {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Get returns a copy of a group's definition and counts.

@@ -26,7 +26,7 @@ const (
 	vLabelB                   // label gang lg-b, min 3
 	vGroupX                   // PodGroup x (under composite P at the end)
 	vGroupY                   // PodGroup y (a root)
-	vGroupZ                   // PodGroup z, never created: a placeholder
+	vGroupZ                   // upstream PodGroup z (spec.schedulingGroup), never created: a placeholder
 	numVariants
 )
 
@@ -41,7 +41,7 @@ func (v variant) key() (Key, bool) {
 	case vGroupY:
 		return pgKey("y"), true
 	case vGroupZ:
-		return pgKey("z"), true
+		return nativeKey("z"), true
 	}
 	return Key{}, false
 }
@@ -209,7 +209,7 @@ func TestCacheConcurrentUse(t *testing.T) {
 		c.DeleteGroup(cpgKey("Q"))
 	}()
 
-	keys := []Key{labelKey("lg-a"), labelKey("lg-b"), pgKey("x"), pgKey("y"), pgKey("z"), cpgKey("P"), cpgKey("Q")}
+	keys := []Key{labelKey("lg-a"), labelKey("lg-b"), pgKey("x"), pgKey("y"), nativeKey("z"), cpgKey("P"), cpgKey("Q")}
 	counters := []Counter{ByExisting, ByPlaced, ByBound}
 	for r := range readers {
 		all.Add(1)

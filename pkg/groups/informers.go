@@ -9,9 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	xversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
@@ -28,6 +31,9 @@ type Fed struct {
 	// cache last saw them.
 	PodGroups          phalanxlisters.PodGroupLister
 	CompositePodGroups phalanxlisters.CompositePodGroupLister
+	// feeds are the other dialects' informers, started while the API
+	// server serves their resources (feeds.go).
+	feeds *feeds
 	// onChange subscribers run after a group object or member changed, with
 	// the leaf or composite key and whether the group object itself changed.
 	onChange []func(k Key, object bool)
@@ -72,6 +78,11 @@ func (f *Fed) OnPod(obj interface{})        { f.podChanged(obj) }
 func (f *Fed) OnPodDeleted(obj interface{}) { f.podDeleted(obj) }
 func (f *Fed) OnPodGroup(obj interface{})   { f.podGroupChanged(obj) }
 func (f *Fed) OnComposite(obj interface{})  { f.compositeChanged(obj) }
+
+// OnGroup and OnGone record a group object's definition or deletion in any
+// dialect, as the dialects' informers do.
+func (f *Fed) OnGroup(k Key, spec Spec) { f.set(k, spec) }
+func (f *Fed) OnGone(k Key)             { f.deleted(k) }
 
 // OnGroupDeleted handles a deleted PodGroup (kind PodGroupKind) or
 // CompositePodGroup (CompositeKind).
@@ -168,6 +179,17 @@ func Shared(ctx context.Context, factory informers.SharedInformerFactory, cfg *r
 			return nil, fmt.Errorf("sync %v informer: is the scheduling.phalanx.dev CRD installed? (kubectl apply -f manifests/crds/)", typ)
 		}
 	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes clientset: %w", err)
+	}
+	x, err := xversioned.NewForConfig(crdCfg)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler-plugins clientset: %w", err)
+	}
+	f.feeds = newFeeds(f, kube.Discovery(), kube, x)
+	f.feeds.sync(ctx)
+	go f.feeds.run(ctx, discoveryInterval)
 	go func() {
 		<-ctx.Done()
 		pf.Shutdown()
@@ -226,15 +248,13 @@ func specChanged(old, obj interface{}) bool {
 
 func (f *Fed) podGroupChanged(obj interface{}) {
 	if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-		f.SetPodGroup(pg)
-		f.notify(Key{Kind: PodGroupKind, Namespace: pg.Namespace, Name: pg.Name}, true)
+		f.set(Key{Kind: PodGroupKind, Namespace: pg.Namespace, Name: pg.Name}, SpecOfPodGroup(pg))
 	}
 }
 
 func (f *Fed) compositeChanged(obj interface{}) {
 	if cpg, ok := obj.(*v1alpha1.CompositePodGroup); ok {
-		f.SetComposite(cpg)
-		f.notify(Key{Kind: CompositeKind, Namespace: cpg.Namespace, Name: cpg.Name}, true)
+		f.set(Key{Kind: CompositeKind, Namespace: cpg.Namespace, Name: cpg.Name}, SpecOfComposite(cpg))
 	}
 }
 
@@ -251,7 +271,18 @@ func (f *Fed) groupDeleted(obj interface{}, kind Kind) {
 	default:
 		return
 	}
+	f.deleted(k)
+}
+
+// deleted records that group object k is gone, in any dialect.
+func (f *Fed) deleted(k Key) {
 	f.DeleteGroup(k)
 	f.notify(k, true)
 	f.goneIfMissing(k)
+}
+
+// set records group object k's definition, in any dialect.
+func (f *Fed) set(k Key, spec Spec) {
+	f.SetGroup(k, spec)
+	f.notify(k, true)
 }

@@ -14,7 +14,42 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Kind tells where a group comes from.
+// Dialect is the API a group is defined in. A key carries its dialect, so a
+// native PodGroup "a" and a Phalanx PodGroup "a" in one namespace are two
+// groups, and a hierarchy never crosses dialects: a parent is looked up in
+// its child's dialect.
+type Dialect uint8
+
+const (
+	// Phalanx is scheduling.phalanx.dev/v1alpha1 PodGroups and
+	// CompositePodGroups, and the label-pair gangs.
+	Phalanx Dialect = iota
+	// Native is upstream's scheduling.k8s.io PodGroups (v1beta1) and
+	// CompositePodGroups (v1alpha3), named by pod.spec.schedulingGroup.
+	Native
+	// Coscheduling is scheduler-plugins' scheduling.x-k8s.io/v1alpha1
+	// PodGroups, named by the scheduling.x-k8s.io/pod-group label.
+	Coscheduling
+	numDialects
+)
+
+// Dialects lists every dialect, in a fixed order.
+var Dialects = [...]Dialect{Phalanx, Native, Coscheduling}
+
+func (d Dialect) String() string {
+	switch d {
+	case Phalanx:
+		return "scheduling.phalanx.dev"
+	case Native:
+		return "scheduling.k8s.io"
+	case Coscheduling:
+		return "scheduling.x-k8s.io"
+	default:
+		return fmt.Sprintf("dialect(%d)", uint8(d))
+	}
+}
+
+// Kind tells what sort of group a key names within its dialect.
 type Kind int
 
 const (
@@ -38,15 +73,79 @@ func (k Kind) String() string {
 	}
 }
 
-// Key identifies a group.
+// Key identifies a group. The zero Dialect is Phalanx, so keys written
+// without one keep meaning what they meant before other dialects existed.
 type Key struct {
+	Dialect   Dialect
 	Kind      Kind
 	Namespace string
 	Name      string
 }
 
+// String names the group the way a user would look it up: Phalanx's own
+// kinds plainly, the others with their API group, because `kubectl get
+// podgroups` can resolve to any of them.
 func (k Key) String() string {
-	return fmt.Sprintf("%s %s/%s", k.Kind, k.Namespace, k.Name)
+	if k.Dialect == Phalanx {
+		return fmt.Sprintf("%s %s/%s", k.Kind, k.Namespace, k.Name)
+	}
+	return fmt.Sprintf("%s.%s %s/%s", k.Kind, k.Dialect, k.Namespace, k.Name)
+}
+
+// kindName is the group's kind qualified by its dialect, for messages.
+func (k Key) kindName() string {
+	if k.Kind == LabelKind {
+		return "label gang"
+	}
+	return fmt.Sprintf("%s.%s", k.Kind, k.Dialect)
+}
+
+// parent returns the key of k's parent CompositePodGroup called name: in
+// k's own dialect and namespace, except that scheduler-plugins' API has no
+// composite kind, so its PodGroups join a Phalanx CompositePodGroup.
+func (k Key) parent(name string) Key {
+	d := k.Dialect
+	if d == Coscheduling {
+		d = Phalanx
+	}
+	return Key{Dialect: d, Kind: CompositeKind, Namespace: k.Namespace, Name: name}
+}
+
+// Spec is a group object's definition, read from any dialect. The cache
+// and the plugins work on it alone, so a dialect is only a translation
+// into it (see SpecOf* in dialects.go).
+type Spec struct {
+	UID     types.UID
+	Created time.Time
+
+	Gang          bool
+	MinCount      int // leaf gang
+	MinGroupCount int // composite gang
+	TopologyKey   string
+	DisruptionAll bool
+
+	PriorityClassName string
+	Priority          *int32
+	PreemptionPolicy  *corev1.PreemptionPolicy
+	// PriorityFromMembers: the dialect defines no group priority (as
+	// scheduler-plugins' PodGroups); the members' own priority is the
+	// group's, and they must agree with each other.
+	PriorityFromMembers bool
+
+	// Parent is the CompositePodGroup in the same namespace and dialect,
+	// "" for a root.
+	Parent string
+
+	// MinResources: the group is not tried until the cluster's free
+	// capacity could hold this much in total (scheduler-plugins'
+	// minResources).
+	MinResources corev1.ResourceList
+	// WaitTimeout bounds this group's Permit wait; 0 takes the profile's.
+	WaitTimeout time.Duration
+
+	// Invalid explains why the object cannot be scheduled as written, for
+	// definitions the dialect's own validation lets through.
+	Invalid string
 }
 
 // State is a member pod's scheduling state.
@@ -91,15 +190,20 @@ type Group struct {
 	TopologyKey   string
 	DisruptionAll bool
 
-	PriorityClassName string
-	Priority          *int32
-	PreemptionPolicy  *corev1.PreemptionPolicy
+	PriorityClassName   string
+	Priority            *int32
+	PreemptionPolicy    *corev1.PreemptionPolicy
+	PriorityFromMembers bool
 
-	ParentName string // CompositePodGroup in the same namespace, "" for a root
+	ParentName string // CompositePodGroup in the same namespace and dialect, "" for a root
 	Created    time.Time
 
+	MinResources corev1.ResourceList
+	WaitTimeout  time.Duration
+
 	// Invalid explains why the group's own definition is unusable (a label
-	// group whose members disagree on min-available), "" when fine.
+	// group whose members disagree on min-available, or an object its
+	// dialect lets through but Phalanx cannot schedule), "" when fine.
 	Invalid string
 	// minVotes counts, for a label group, the live members per
 	// min-available value they carry.

@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -28,6 +31,8 @@ import (
 // API server. A scheduling cycle never waits for it.
 type Writer struct {
 	client versioned.Interface
+	// kube writes upstream scheduling.k8s.io groups' conditions.
+	kube kubernetes.Interface
 	// fed's listers give the object to update, saving a GET per write; a
 	// conflict (the cache was behind) falls back to a GET.
 	fed     *groups.Fed
@@ -43,12 +48,13 @@ type Writer struct {
 // pods" to "scheduled" within it, and only the outcome is written.
 const settleDelay = 500 * time.Millisecond
 
-func newWriter(ctx context.Context, client versioned.Interface, fed *groups.Fed) *Writer {
+func newWriter(ctx context.Context, client versioned.Interface, kube kubernetes.Interface, fed *groups.Fed) *Writer {
 	// Failed writes back off per group; every write takes a token from one
 	// bucket, so a storm of failing gangs cannot flood the API server.
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[groups.Key](100*time.Millisecond, 30*time.Second)
 	w := &Writer{
 		client:  client,
+		kube:    kube,
 		fed:     fed,
 		limiter: rate.NewLimiter(rate.Limit(50), 100),
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[groups.Key]{Name: "phalanx-group-status"}),
@@ -65,11 +71,14 @@ func newWriter(ctx context.Context, client versioned.Interface, fed *groups.Fed)
 }
 
 // Set records the desired conditions of a group object. Label groups have
-// no object; their story is told in pod events.
+// no object, and scheduler-plugins' PodGroups have no conditions (their
+// status is phases and counts, which phalanx-controller keeps); their story
+// is told in pod events.
 func (w *Writer) Set(k groups.Key, conds ...metav1.Condition) {
-	if k.Kind == groups.LabelKind {
+	if k.Kind == groups.LabelKind || k.Dialect == groups.Coscheduling {
 		return
 	}
+	conds = withInitiallyScheduled(conds)
 	w.mu.Lock()
 	cur := w.desired[k]
 	if cur == nil {
@@ -130,9 +139,38 @@ func (w *Writer) snapshot(k groups.Key) []metav1.Condition {
 	return out
 }
 
+// withInitiallyScheduled adds, for a group that cannot be placed, the
+// PodGroupInitiallyScheduled=False condition upstream writes before a
+// group's first success, with the same reason and message. Tools written
+// against upstream's API watch that condition, not Schedulable.
+func withInitiallyScheduled(conds []metav1.Condition) []metav1.Condition {
+	for _, c := range conds {
+		if c.Type == v1alpha1.PodGroupInitiallyScheduled {
+			return conds
+		}
+	}
+	for _, c := range conds {
+		if c.Type == v1alpha1.PodGroupSchedulable && c.Status == metav1.ConditionFalse &&
+			(c.Reason == v1alpha1.ReasonUnschedulable || c.Reason == v1alpha1.ReasonSchedulerError) {
+			d := c
+			d.Type = v1alpha1.PodGroupInitiallyScheduled
+			return append(conds, d)
+		}
+	}
+	return conds
+}
+
+// merge sets want on conds and reports whether anything changed.
+// PodGroupInitiallyScheduled never goes back from True: it records the
+// group's first success, which a later failure (a replacement pod that
+// does not fit) does not undo.
 func merge(conds *[]metav1.Condition, want []metav1.Condition) bool {
 	changed := false
 	for _, c := range want {
+		if old := meta.FindStatusCondition(*conds, c.Type); old != nil && c.Type == v1alpha1.PodGroupInitiallyScheduled &&
+			old.Status == metav1.ConditionTrue && c.Status != metav1.ConditionTrue {
+			continue
+		}
 		if old := meta.FindStatusCondition(*conds, c.Type); old != nil &&
 			old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
 			continue
@@ -159,6 +197,9 @@ func (w *Writer) write(ctx context.Context, k groups.Key) error {
 // changed, starting from the informer's copy when cached is true and the
 // cache has the object, else from a GET.
 func (w *Writer) writeFrom(ctx context.Context, k groups.Key, want []metav1.Condition, cached bool) error {
+	if k.Dialect == groups.Native {
+		return w.writeNative(ctx, k, want, cached)
+	}
 	api := w.client.SchedulingV1alpha1()
 	switch k.Kind {
 	case groups.PodGroupKind:
@@ -201,6 +242,66 @@ func (w *Writer) writeFrom(ctx context.Context, k groups.Key, want []metav1.Cond
 	return nil
 }
 
+// writeNative is writeFrom for upstream's PodGroups (v1beta1) and
+// CompositePodGroups (v1alpha3).
+func (w *Writer) writeNative(ctx context.Context, k groups.Key, want []metav1.Condition, cached bool) error {
+	if w.kube == nil {
+		return nil
+	}
+	switch k.Kind {
+	case groups.PodGroupKind:
+		api := w.kube.SchedulingV1beta1().PodGroups(k.Namespace)
+		var pg *schedv1beta1.PodGroup
+		if l := w.fed.NativePodGroups(); cached && l != nil {
+			if obj, err := l.PodGroups(k.Namespace).Get(k.Name); err == nil {
+				pg = obj.DeepCopy()
+			}
+		}
+		if pg == nil {
+			var err error
+			if pg, err = api.Get(ctx, k.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+		if !merge(&pg.Status.Conditions, stamp(want, pg.Generation)) {
+			return nil
+		}
+		_, err := api.UpdateStatus(ctx, pg, metav1.UpdateOptions{})
+		return err
+	case groups.CompositeKind:
+		api := w.kube.SchedulingV1alpha3().CompositePodGroups(k.Namespace)
+		var cpg *schedv1alpha3.CompositePodGroup
+		if l := w.fed.NativeComposites(); cached && l != nil {
+			if obj, err := l.CompositePodGroups(k.Namespace).Get(k.Name); err == nil {
+				cpg = obj.DeepCopy()
+			}
+		}
+		if cpg == nil {
+			var err error
+			if cpg, err = api.Get(ctx, k.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+		if !merge(&cpg.Status.Conditions, stamp(want, cpg.Generation)) {
+			return nil
+		}
+		_, err := api.UpdateStatus(ctx, cpg, metav1.UpdateOptions{})
+		return err
+	}
+	return nil
+}
+
+// stamp sets observedGeneration, which upstream's own writer sets on its
+// PodGroup conditions and tools comparing the two may read.
+func stamp(conds []metav1.Condition, gen int64) []metav1.Condition {
+	out := make([]metav1.Condition, len(conds))
+	for i, c := range conds {
+		c.ObservedGeneration = gen
+		out[i] = c
+	}
+	return out
+}
+
 var (
 	writersMu sync.Mutex
 	writers   = map[*groups.Fed]*Writer{}
@@ -221,7 +322,11 @@ func For(ctx context.Context, fed *groups.Fed, cfg *restclient.Config) (*Writer,
 	if err != nil {
 		return nil, fmt.Errorf("group status client: %w", err)
 	}
-	w := newWriter(ctx, client, fed)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("group status client: %w", err)
+	}
+	w := newWriter(ctx, client, kube, fed)
 	writers[fed] = w
 	go func() {
 		<-ctx.Done()

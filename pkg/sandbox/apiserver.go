@@ -38,6 +38,14 @@ var UpstreamWorkloadGates = map[string]bool{
 	"CompositePodGroup":               true,
 }
 
+func workloadGatesOff() map[string]bool {
+	off := map[string]bool{}
+	for gate := range UpstreamWorkloadGates {
+		off[gate] = false
+	}
+	return off
+}
+
 // admission plugins that need a controller-manager the sandbox does not run.
 var disabledAdmission = []string{
 	"ServiceAccount",

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"sync"
 
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -52,15 +51,6 @@ type Options struct {
 	// NoUpstreamWorkloadAPI keeps scheduling.k8s.io/v1beta1 workload
 	// feature gates at their defaults (off).
 	NoUpstreamWorkloadAPI bool
-	// SchedulerWithoutWorkloadGates builds the scheduler with the upstream
-	// workload feature gates off, as phalanx-scheduler runs by default,
-	// while the API server keeps them on and so keeps
-	// pod.spec.schedulingGroup. With GenericWorkload on, kube-scheduler's
-	// own queue takes every pod with spec.schedulingGroup for a member of an
-	// upstream PodGroup and holds it until such an object exists: Phalanx
-	// never sees the pod. The gates are process-global, so they are off only
-	// while the scheduler is built (its queue and cache read them then).
-	SchedulerWithoutWorkloadGates bool
 	// AuthorizationMode for kube-apiserver; default RBAC. The admin
 	// kubeconfig is system:masters either way.
 	AuthorizationMode string
@@ -110,7 +100,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 
 	gates := UpstreamWorkloadGates
 	if opts.NoUpstreamWorkloadAPI {
-		gates = nil
+		// Explicitly off: an earlier sandbox in this process may have
+		// turned them on.
+		gates = workloadGatesOff()
 	}
 	authz := opts.AuthorizationMode
 	if authz == "" {
@@ -178,16 +170,6 @@ func (c *Cluster) StartScheduler(ctx context.Context) (*Scheduler, error) {
 	path, err := c.writeSchedulerConfig(base)
 	if err != nil {
 		return nil, err
-	}
-	if c.opts.SchedulerWithoutWorkloadGates && !c.opts.NoUpstreamWorkloadAPI {
-		off := map[string]bool{}
-		for gate := range UpstreamWorkloadGates {
-			off[gate] = false
-		}
-		if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(off); err != nil {
-			return nil, fmt.Errorf("turn workload gates off for the scheduler: %w", err)
-		}
-		defer func() { _ = utilfeature.DefaultMutableFeatureGate.SetFromMap(UpstreamWorkloadGates) }()
 	}
 	s, err := StartScheduler(ctx, path)
 	if err != nil {

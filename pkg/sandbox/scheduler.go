@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"sort"
 
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -97,6 +99,22 @@ func StartScheduler(ctx context.Context, configPath string) (*Scheduler, error) 
 	if err := plugins.ApplyFeatureDefaults(); err != nil {
 		return nil, err
 	}
+	// The API server of a sandbox may run with the upstream workload gates
+	// on (it must, to keep pod.spec.schedulingGroup and serve
+	// scheduling.k8s.io), while the scheduler must run with them off, as
+	// phalanx-scheduler does: with GenericWorkload on, kube-scheduler's own
+	// queue takes every pod with spec.schedulingGroup into upstream's
+	// pod-group cycle, and Phalanx's plugins refuse to start. The gates
+	// are process-global, so they are off only while the scheduler is
+	// built; its queue, cache and event handlers read them then.
+	restore := map[string]bool{}
+	for gate := range UpstreamWorkloadGates {
+		restore[gate] = utilfeature.DefaultFeatureGate.Enabled(featuregate.Feature(gate))
+	}
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(workloadGatesOff()); err != nil {
+		return nil, fmt.Errorf("turn workload gates off for the scheduler: %w", err)
+	}
+	defer func() { _ = utilfeature.DefaultMutableFeatureGate.SetFromMap(restore) }()
 	opts := options.NewOptions()
 	opts.ConfigFile = configPath
 	// No health/metrics port in-process: several schedulers may share it.

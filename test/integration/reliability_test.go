@@ -458,7 +458,7 @@ func TestBadInputIsExplainedAndIsolated(t *testing.T) {
 	// The scheduler runs with the upstream workload gates off, as
 	// phalanx-scheduler does by default, so that pods attached through
 	// spec.schedulingGroup reach Phalanx (see the sandbox option).
-	c := startCluster(t, sandbox.Options{Scheduler: true, SchedulerWithoutWorkloadGates: true})
+	c := startCluster(t, sandbox.Options{Scheduler: true})
 	addNodes(t, c, "n", 2, "8", 0)
 	ctx := context.Background()
 	ns := namespace(t, c)
@@ -552,7 +552,7 @@ func TestBadInputIsExplainedAndIsolated(t *testing.T) {
 		"bad-fraction": `min-available="1.5" is invalid`,
 		"bad-nomin":    "min-available is missing",
 		"bad-crossns":  "PodGroup " + ns + "/elsewhere not found",
-		"bad-conflict": `label scheduling.phalanx.dev/pod-group="alpha" and spec.schedulingGroup.podGroupName="beta" disagree`,
+		"bad-conflict": `label scheduling.phalanx.dev/pod-group="alpha" names a PodGroup.scheduling.phalanx.dev and spec.schedulingGroup.podGroupName="beta" a PodGroup.scheduling.k8s.io: a pod belongs to one group in one API`,
 	}
 	for pod, msg := range want {
 		eventually(t, 30*time.Second, fmt.Sprintf("an event on %s saying %q", pod, msg), func() (bool, error) {

@@ -20,8 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -108,6 +110,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	args, err := DecodeArgs(obj)
 	if err != nil {
 		return nil, err
+	}
+	if utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
+		// The queue would take every pod with spec.schedulingGroup into
+		// upstream's own pod-group cycle: two schedulers acting on one
+		// group, and Phalanx's plugins would see its pods only per pod.
+		return nil, fmt.Errorf("%s: run phalanx-scheduler with the feature gate GenericWorkload off (its default): Phalanx schedules scheduling.k8s.io PodGroups itself", Name)
 	}
 	fed, err := groups.Shared(ctx, h.SharedInformerFactory(), h.KubeConfig())
 	if err != nil {
@@ -287,7 +295,9 @@ func (pl *Gang) validate(pod *corev1.Pod, ch groups.Chain) string {
 	root := ch.Root()
 	wantPriority, wantPolicy := podPriority(pod), podPolicy(pod)
 	policyMsg := MsgPolicyMismatch
-	if root.Key.Kind != groups.LabelKind {
+	// Label gangs and scheduler-plugins' PodGroups define no priority:
+	// their members' own is the group's, and they must agree.
+	if !root.PriorityFromMembers {
 		prio, policy, err := groups.ResolvePriority(root, pl.groups.PriorityClasses)
 		if err != nil {
 			return err.Error()

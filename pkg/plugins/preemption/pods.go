@@ -195,11 +195,12 @@ func (p *Preemption) preemptorPriority(pod *corev1.Pod) (int32, corev1.Preemptio
 }
 
 // rootPriority is the priority and policy of a chain's root, which are
-// authoritative for every pod under it. ok is false for a label group,
-// which has none of its own (its members share the pod's), and for a root
+// authoritative for every pod under it. ok is false for a label gang or a
+// scheduler-plugins PodGroup, which have none of their own (their members
+// share the pod's), and for a root
 // whose PriorityClass cannot be resolved.
 func (p *Preemption) rootPriority(ch groups.Chain) (int32, corev1.PreemptionPolicy, bool) {
-	if ch.Root().Key.Kind == groups.LabelKind {
+	if ch.Root().PriorityFromMembers {
 		return 0, "", false
 	}
 	prio, pol, err := groups.ResolvePriority(ch.Root(), p.groups.PriorityClasses)

@@ -135,9 +135,9 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	}
 	root := ch.Root()
 	logger := klog.FromContext(ctx)
-	if root.Key.Kind == groups.LabelKind {
-		// A label group has no group priority of its own; its members share
-		// the pod's (PreFilter enforces it).
+	if root.PriorityFromMembers {
+		// A label gang or scheduler-plugins PodGroup has no group priority
+		// of its own; its members share the pod's (PreFilter enforces it).
 		root.Priority = pod.Spec.Priority
 		if root.Priority == nil {
 			zero := int32(0)

@@ -1,0 +1,183 @@
+package groups
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+)
+
+// This file is the whole of what differs between dialects once an object is
+// read: each SpecOf* translates one kind into the Spec the cache and the
+// plugins share. Everything downstream (quorum, planning, preemption,
+// status counts) is dialect-blind.
+
+// Annotations a scheduler-plugins PodGroup may carry for what its API lacks.
+const (
+	// XTopologyKeyAnnotation keeps the group's members in one domain of
+	// the named node label, as a PodGroup's schedulingConstraints.topology
+	// does.
+	XTopologyKeyAnnotation = "scheduling.phalanx.dev/topology-key"
+	// XParentAnnotation names a scheduling.phalanx.dev CompositePodGroup in
+	// the same namespace as the group's parent.
+	XParentAnnotation = "scheduling.phalanx.dev/parent"
+)
+
+// SpecOfPodGroup reads a Phalanx PodGroup.
+func SpecOfPodGroup(pg *v1alpha1.PodGroup) Spec {
+	s := Spec{
+		UID: pg.UID, Created: pg.CreationTimestamp.Time,
+		DisruptionAll:     pg.Spec.DisruptionMode != nil && pg.Spec.DisruptionMode.All != nil,
+		PriorityClassName: pg.Spec.PriorityClassName, Priority: pg.Spec.Priority,
+		PreemptionPolicy: phalanxPolicy(pg.Spec.PreemptionPolicy),
+		Parent:           deref(pg.Spec.ParentCompositePodGroupName),
+	}
+	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
+		s.Gang, s.MinCount = true, int(g.MinCount)
+	}
+	if sc := pg.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
+		s.TopologyKey = sc.Topology[0].Key
+	}
+	return s
+}
+
+// SpecOfComposite reads a Phalanx CompositePodGroup.
+func SpecOfComposite(cpg *v1alpha1.CompositePodGroup) Spec {
+	s := Spec{
+		UID: cpg.UID, Created: cpg.CreationTimestamp.Time,
+		DisruptionAll:     cpg.Spec.DisruptionMode != nil && cpg.Spec.DisruptionMode.All != nil,
+		PriorityClassName: cpg.Spec.PriorityClassName, Priority: cpg.Spec.Priority,
+		PreemptionPolicy: phalanxPolicy(cpg.Spec.PreemptionPolicy),
+		Parent:           deref(cpg.Spec.ParentCompositePodGroupName),
+	}
+	if g := cpg.Spec.SchedulingPolicy.Gang; g != nil {
+		s.Gang, s.MinGroupCount = true, int(g.MinGroupCount)
+	}
+	if sc := cpg.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
+		s.TopologyKey = sc.Topology[0].Key
+	}
+	return s
+}
+
+// SpecOfNativePodGroup reads an upstream scheduling.k8s.io/v1beta1
+// PodGroup. The API server has validated it, so it is taken as written.
+func SpecOfNativePodGroup(pg *schedv1beta1.PodGroup) Spec {
+	s := Spec{
+		UID: pg.UID, Created: pg.CreationTimestamp.Time,
+		DisruptionAll:     pg.Spec.DisruptionMode != nil && pg.Spec.DisruptionMode.All != nil,
+		PriorityClassName: pg.Spec.PriorityClassName, Priority: pg.Spec.Priority,
+		PreemptionPolicy: nativePolicy(pg.Spec.PreemptionPolicy),
+		Parent:           deref(pg.Spec.ParentCompositePodGroupName),
+	}
+	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
+		s.Gang, s.MinCount = true, int(g.MinCount)
+	}
+	if sc := pg.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
+		s.TopologyKey = sc.Topology[0].Key
+	}
+	return s
+}
+
+// SpecOfNativeComposite reads an upstream scheduling.k8s.io/v1alpha3
+// CompositePodGroup.
+func SpecOfNativeComposite(cpg *schedv1alpha3.CompositePodGroup) Spec {
+	s := Spec{
+		UID: cpg.UID, Created: cpg.CreationTimestamp.Time,
+		DisruptionAll:     cpg.Spec.DisruptionMode != nil && cpg.Spec.DisruptionMode.All != nil,
+		PriorityClassName: cpg.Spec.PriorityClassName, Priority: cpg.Spec.Priority,
+		PreemptionPolicy: alpha3Policy(cpg.Spec.PreemptionPolicy),
+		Parent:           deref(cpg.Spec.ParentCompositePodGroupName),
+	}
+	if g := cpg.Spec.SchedulingPolicy.Gang; g != nil {
+		s.Gang, s.MinGroupCount = true, int(g.MinGroupCount)
+	}
+	if sc := cpg.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
+		s.TopologyKey = sc.Topology[0].Key
+	}
+	return s
+}
+
+// SpecOfXPodGroup reads a scheduler-plugins scheduling.x-k8s.io/v1alpha1
+// PodGroup. Every such group is a gang of minMember. Its CRD may be an old
+// copy without validation, so what Phalanx cannot schedule is reported in
+// Invalid rather than trusted. Topology and parent, which that API lacks,
+// come from annotations.
+func SpecOfXPodGroup(pg *xv1alpha1.PodGroup) Spec {
+	s := Spec{
+		UID: pg.UID, Created: pg.CreationTimestamp.Time,
+		Gang: true, MinCount: int(pg.Spec.MinMember),
+		PriorityFromMembers: true,
+		TopologyKey:         pg.Annotations[XTopologyKeyAnnotation],
+		Parent:              pg.Annotations[XParentAnnotation],
+	}
+	if len(pg.Spec.MinResources) > 0 {
+		s.MinResources = pg.Spec.MinResources.DeepCopy()
+	}
+	if t := pg.Spec.ScheduleTimeoutSeconds; t != nil {
+		if *t > 0 {
+			s.WaitTimeout = time.Duration(*t) * time.Second
+		} else {
+			s.Invalid = fmt.Sprintf("spec.scheduleTimeoutSeconds is %d: set it to 1 or more, or remove it for the scheduler's default", *t)
+		}
+	}
+	switch {
+	case pg.Spec.MinMember < 1:
+		s.Invalid = fmt.Sprintf("spec.minMember is %d: a gang needs at least 1 member", pg.Spec.MinMember)
+	case s.TopologyKey != "" && !validLabelKey(s.TopologyKey):
+		s.Invalid = fmt.Sprintf("annotation %s=%q is not a valid node label key", XTopologyKeyAnnotation, s.TopologyKey)
+	case s.Parent != "" && !validName(s.Parent):
+		s.Invalid = fmt.Sprintf("annotation %s=%q is not a valid CompositePodGroup name", XParentAnnotation, s.Parent)
+	}
+	for name, q := range s.MinResources {
+		if q.Sign() < 0 {
+			s.Invalid = fmt.Sprintf("spec.minResources[%s] is %s: it cannot be negative", name, q.String())
+		}
+	}
+	return s
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func policyOf(never bool) *corev1.PreemptionPolicy {
+	v := corev1.PreemptLowerPriority
+	if never {
+		v = corev1.PreemptNever
+	}
+	return &v
+}
+
+func phalanxPolicy(p *v1alpha1.PreemptionPolicy) *corev1.PreemptionPolicy {
+	if p == nil {
+		return nil
+	}
+	return policyOf(*p == v1alpha1.PreemptNever)
+}
+
+func nativePolicy(p *schedv1beta1.PreemptionPolicy) *corev1.PreemptionPolicy {
+	if p == nil {
+		return nil
+	}
+	return policyOf(*p == schedv1beta1.PreemptNever)
+}
+
+func alpha3Policy(p *schedv1alpha3.PreemptionPolicy) *corev1.PreemptionPolicy {
+	if p == nil {
+		return nil
+	}
+	return policyOf(*p == schedv1alpha3.PreemptNever)
+}
+
+func validLabelKey(k string) bool { return len(validation.IsQualifiedName(k)) == 0 }
+
+func validName(n string) bool { return len(validation.IsDNS1123Subdomain(n)) == 0 }

@@ -1,0 +1,250 @@
+package groups
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	xfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+)
+
+func xKey(name string) Key {
+	return Key{Dialect: Coscheduling, Kind: PodGroupKind, Namespace: testNS, Name: name}
+}
+
+func inXGroup(name string) podOpt { return withLabel(xv1alpha1.PodGroupLabel, name) }
+
+// A Phalanx PodGroup, an upstream PodGroup and a scheduler-plugins PodGroup
+// with one name in one namespace are three groups with their own minimum
+// and their own members.
+func TestSameNameInThreeDialectsIsThreeGroups(t *testing.T) {
+	c := NewCache()
+	c.SetPodGroup(podGroup("a", 3, ""))
+	c.SetGroup(nativeKey("a"), Spec{Gang: true, MinCount: 2})
+	c.SetGroup(xKey("a"), SpecOfXPodGroup(&xv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "a"}, Spec: xv1alpha1.PodGroupSpec{MinMember: 1}}))
+	c.AddOrUpdatePod(newPod("p1", inPodGroup("a")))
+	c.AddOrUpdatePod(newPod("n1", inSpecGroup("a")))
+	c.AddOrUpdatePod(newPod("n2", inSpecGroup("a")))
+	c.AddOrUpdatePod(newPod("x1", inXGroup("a")))
+
+	for k, want := range map[Key][2]int{pgKey("a"): {3, 1}, nativeKey("a"): {2, 2}, xKey("a"): {1, 1}} {
+		info, ok := c.Get(k)
+		require.True(t, ok, k.String())
+		assert.Equal(t, want[0], info.MinCount, "%s minCount", k)
+		assert.Equal(t, want[1], info.Existing, "%s members", k)
+	}
+	ok, _, err := c.Quorum(newPod("n1", inSpecGroup("a")), ByExisting)
+	require.NoError(t, err)
+	assert.True(t, ok, "the upstream group has its 2 of 2")
+	ok, short, err := c.Quorum(newPod("p1", inPodGroup("a")), ByExisting)
+	require.NoError(t, err)
+	assert.False(t, ok, "the Phalanx group has 1 of 3")
+	assert.Equal(t, Shortfall{Key: pgKey("a"), Leaf: true, Have: 1, Need: 3}, short)
+}
+
+// An upstream PodGroup's parent is an upstream CompositePodGroup: a Phalanx
+// composite of the same name is not it.
+func TestNativeHierarchyStaysInItsDialect(t *testing.T) {
+	c := NewCache()
+	c.SetComposite(composite("top", 1, ""))
+	c.SetGroup(nativeKey("leaf"), SpecOfNativePodGroup(&schedv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "leaf"},
+		Spec: schedv1beta1.PodGroupSpec{ParentCompositePodGroupName: ptr.To("top"),
+			SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: 1}}},
+	}))
+	pod := newPod("n", inSpecGroup("leaf"))
+	c.AddOrUpdatePod(pod)
+	_, _, err := c.ChainOf(pod)
+	var missing *MissingError
+	require.ErrorAs(t, err, &missing)
+	assert.Equal(t, Key{Dialect: Native, Kind: CompositeKind, Namespace: testNS, Name: "top"}, missing.Key)
+	assert.Contains(t, err.Error(), "CompositePodGroup.scheduling.k8s.io "+testNS+"/top not found")
+
+	c.SetGroup(missing.Key, SpecOfNativeComposite(&schedv1alpha3.CompositePodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "top"},
+		Spec: schedv1alpha3.CompositePodGroupSpec{SchedulingPolicy: schedv1alpha3.CompositePodGroupSchedulingPolicy{
+			Gang: &schedv1alpha3.CompositeGangSchedulingPolicy{MinGroupCount: 1}},
+			SchedulingConstraints: &schedv1alpha3.CompositePodGroupSchedulingConstraints{
+				Topology: []schedv1alpha3.TopologyConstraint{{Key: "zone"}}}},
+	}))
+	ch, _, err := c.ChainOf(pod)
+	require.NoError(t, err)
+	assert.Equal(t, missing.Key, ch.Root().Key)
+	assert.Equal(t, 1, ch.Root().MinGroupCount)
+	assert.Equal(t, "zone", ch.Root().TopologyKey)
+}
+
+// scheduler-plugins' API has no composite kind: the parent annotation names
+// a Phalanx CompositePodGroup, and the annotation's topology key applies.
+func TestSchedulerPluginsGroupJoinsAPhalanxComposite(t *testing.T) {
+	c := NewCache()
+	c.SetComposite(composite("job", 2, ""))
+	for _, name := range []string{"workers", "ps"} {
+		c.SetGroup(xKey(name), SpecOfXPodGroup(&xv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, Annotations: map[string]string{
+				XParentAnnotation: "job", XTopologyKeyAnnotation: "topology.phalanx.dev/rack"}},
+			Spec: xv1alpha1.PodGroupSpec{MinMember: 2},
+		}))
+	}
+	pod := newPod("w0", inXGroup("workers"))
+	c.AddOrUpdatePod(pod)
+	ch, _, err := c.ChainOf(pod)
+	require.NoError(t, err)
+	require.Len(t, ch, 2)
+	assert.Equal(t, cpgKey("job"), ch.Root().Key)
+	assert.Equal(t, "topology.phalanx.dev/rack", ch.Leaf().TopologyKey)
+	assert.True(t, ch.Leaf().PriorityFromMembers, "priority comes from the pods, as in scheduler-plugins")
+	tree, err := c.TreeOf(xKey("workers"))
+	require.NoError(t, err)
+	assert.Len(t, tree.Children, 2, "both scheduler-plugins groups are children of the composite")
+}
+
+// What scheduler-plugins' API allows but no scheduler can act on is an
+// Invalid reason naming the field, not a silent wait.
+func TestSchedulerPluginsSpecValidation(t *testing.T) {
+	x := func(min int32, timeout *int32, ann map[string]string, res corev1.ResourceList) Spec {
+		return SpecOfXPodGroup(&xv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "g", Annotations: ann},
+			Spec: xv1alpha1.PodGroupSpec{MinMember: min, ScheduleTimeoutSeconds: timeout, MinResources: res}})
+	}
+	good := x(4, ptr.To[int32](30), nil, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")})
+	assert.Empty(t, good.Invalid)
+	assert.Equal(t, 4, good.MinCount)
+	assert.Equal(t, 30*time.Second, good.WaitTimeout)
+	assert.True(t, good.MinResources.Cpu().Equal(resource.MustParse("8")))
+
+	for name, tc := range map[string]struct {
+		spec Spec
+		want string
+	}{
+		"minMember 0":        {x(0, nil, nil, nil), "spec.minMember is 0"},
+		"negative minMember": {x(-2, nil, nil, nil), "spec.minMember is -2"},
+		"zero timeout":       {x(2, ptr.To[int32](0), nil, nil), "spec.scheduleTimeoutSeconds is 0"},
+		"bad topology key":   {x(2, nil, map[string]string{XTopologyKeyAnnotation: "not a key!"}, nil), XTopologyKeyAnnotation},
+		"bad parent name":    {x(2, nil, map[string]string{XParentAnnotation: "Not_A_Name"}, nil), XParentAnnotation},
+		"negative resource":  {x(2, nil, nil, corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("-1Gi")}), "spec.minResources[memory]"},
+	} {
+		assert.Contains(t, tc.spec.Invalid, tc.want, name)
+	}
+
+	c := NewCache()
+	c.SetGroup(xKey("bad"), x(0, nil, nil, nil))
+	pod := newPod("p", inXGroup("bad"))
+	c.AddOrUpdatePod(pod)
+	_, _, err := c.Quorum(pod, ByExisting)
+	var invalid *InvalidError
+	require.ErrorAs(t, err, &invalid, "no member of an invalid group passes a quorum check")
+	assert.Contains(t, invalid.Reason, "spec.minMember")
+}
+
+// noWatchList marks scheduler-plugins' fake clientset, generated before
+// client-go's streaming list, as not serving it, as client-go's own fakes
+// are marked.
+type noWatchList struct{ *xfake.Clientset }
+
+func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
+
+func servedResources(resources ...string) []*metav1.APIResourceList {
+	byGV := map[string]*metav1.APIResourceList{}
+	var out []*metav1.APIResourceList
+	for i := 0; i+1 < len(resources); i += 2 {
+		gv, name := resources[i], resources[i+1]
+		l := byGV[gv]
+		if l == nil {
+			l = &metav1.APIResourceList{GroupVersion: gv}
+			byGV[gv] = l
+			out = append(out, l)
+		}
+		l.APIResources = append(l.APIResources, metav1.APIResource{Name: name})
+	}
+	return out
+}
+
+// Informers of the optional dialects run while the API server serves their
+// resources: absent at start, a group of the dialect is reported as not
+// served; when the API appears, its objects arrive; when it goes away,
+// its groups are dropped and the scheduler keeps running.
+func TestDialectFeedsFollowDiscovery(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kube := kubefake.NewSimpleClientset(&schedv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "up"},
+		Spec: schedv1beta1.PodGroupSpec{SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: 2}}},
+	})
+	x := noWatchList{xfake.NewSimpleClientset(&xv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "sp"}, Spec: xv1alpha1.PodGroupSpec{MinMember: 3}})}
+	disc := kube.Discovery().(*fakediscovery.FakeDiscovery)
+	f := NewFed()
+	fs := newFeeds(f, disc, kube, x)
+	f.feeds = fs
+
+	fs.sync(ctx)
+	assert.False(t, f.Served(Native))
+	assert.False(t, f.Served(Coscheduling))
+	pod := newPod("n", inSpecGroup("up"))
+	f.AddOrUpdatePod(pod)
+	_, _, err := f.ChainOf(pod)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the API server does not serve scheduling.k8s.io groups")
+
+	disc.Resources = servedResources(
+		"scheduling.k8s.io/v1beta1", "podgroups",
+		"scheduling.k8s.io/v1alpha3", "compositepodgroups",
+		"scheduling.x-k8s.io/v1alpha1", "podgroups")
+	fs.sync(ctx)
+	assert.True(t, f.Served(Native))
+	assert.True(t, f.Served(Coscheduling))
+	require.NotNil(t, f.NativePodGroups())
+	require.NotNil(t, f.XPodGroups())
+	info, ok := f.Get(nativeKey("up"))
+	require.True(t, ok, "the upstream PodGroup is read once its API is served")
+	assert.Equal(t, 2, info.MinCount)
+	info, ok = f.Get(xKey("sp"))
+	require.True(t, ok, "the scheduler-plugins PodGroup is read once its CRD is served")
+	assert.Equal(t, 3, info.MinCount)
+
+	_, err = kube.SchedulingV1beta1().PodGroups(testNS).Create(ctx, &schedv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "later"},
+		Spec:       schedv1beta1.PodGroupSpec{SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{Basic: &schedv1beta1.BasicSchedulingPolicy{}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, ok := f.Get(nativeKey("later")); return ok }, 5*time.Second, 10*time.Millisecond)
+
+	disc.Resources = servedResources("scheduling.x-k8s.io/v1alpha1", "podgroups")
+	fs.sync(ctx)
+	assert.False(t, f.Served(Native))
+	assert.Nil(t, f.NativePodGroups())
+	_, ok = f.Get(nativeKey("up"))
+	assert.False(t, ok, "groups of a dialect no longer served are dropped")
+	_, ok = f.Get(xKey("sp"))
+	assert.True(t, ok, "the other dialects keep their groups")
+}
+
+// An update is passed on only when the definition moved: a status write
+// (the same spec) is not a change, a new minimum or annotation is.
+func TestSameSpec(t *testing.T) {
+	base := &xv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "g", CreationTimestamp: metav1.Now()},
+		Spec: xv1alpha1.PodGroupSpec{MinMember: 2, MinResources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m")}}}
+	status := base.DeepCopy()
+	status.Status.Phase = xv1alpha1.PodGroupRunning
+	status.Spec.MinResources = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	assert.True(t, sameSpec(SpecOfXPodGroup(base), SpecOfXPodGroup(status)), "1000m and 1 cpu are one quantity; status is not spec")
+	bigger := base.DeepCopy()
+	bigger.Spec.MinMember = 3
+	assert.False(t, sameSpec(SpecOfXPodGroup(base), SpecOfXPodGroup(bigger)))
+	annotated := base.DeepCopy()
+	annotated.Annotations = map[string]string{XTopologyKeyAnnotation: "rack"}
+	assert.False(t, sameSpec(SpecOfXPodGroup(base), SpecOfXPodGroup(annotated)))
+}

@@ -1,0 +1,123 @@
+package groupstatus
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned/fake"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+)
+
+const ns = "team"
+
+func phalanxKey(name string) groups.Key {
+	return groups.Key{Kind: groups.PodGroupKind, Namespace: ns, Name: name}
+}
+
+func nativeKey(name string) groups.Key {
+	return groups.Key{Dialect: groups.Native, Kind: groups.PodGroupKind, Namespace: ns, Name: name}
+}
+
+func unschedulable(msg string) metav1.Condition {
+	return Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg)
+}
+
+// A group that cannot be placed also gets PodGroupInitiallyScheduled=False
+// with the same reason and message, as upstream writes before a group's
+// first success, in Phalanx's dialect and in upstream's.
+func TestUnschedulableGroupGetsInitiallyScheduledFalse(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	px := fake.NewSimpleClientset(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "px"}})
+	kube := kubefake.NewSimpleClientset(&schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "up", Generation: 3}})
+	w := newWriter(ctx, px, kube, groups.NewFed())
+
+	const msg = "no topology.phalanx.dev/rack domain fits 3 pods: best r0 fits 2 (short 4 cpu)"
+	w.Set(phalanxKey("px"), unschedulable(msg))
+	w.Set(nativeKey("up"), unschedulable(msg))
+
+	require.Eventually(t, func() bool {
+		pg, err := px.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "px", metav1.GetOptions{})
+		return err == nil && meta.FindStatusCondition(pg.Status.Conditions, v1alpha1.PodGroupInitiallyScheduled) != nil
+	}, 10*time.Second, 20*time.Millisecond, "the Phalanx PodGroup gets both conditions")
+	pg, err := px.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "px", metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, typ := range []string{v1alpha1.PodGroupSchedulable, v1alpha1.PodGroupInitiallyScheduled} {
+		c := meta.FindStatusCondition(pg.Status.Conditions, typ)
+		require.NotNil(t, c, typ)
+		assert.Equal(t, metav1.ConditionFalse, c.Status, typ)
+		assert.Equal(t, v1alpha1.ReasonUnschedulable, c.Reason, typ)
+		assert.Equal(t, msg, c.Message, typ)
+	}
+
+	require.Eventually(t, func() bool {
+		up, err := kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, "up", metav1.GetOptions{})
+		return err == nil && meta.FindStatusCondition(up.Status.Conditions, schedv1beta1.PodGroupInitiallyScheduled) != nil
+	}, 10*time.Second, 20*time.Millisecond, "the upstream PodGroup gets its own condition type")
+	up, err := kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, "up", metav1.GetOptions{})
+	require.NoError(t, err)
+	c := meta.FindStatusCondition(up.Status.Conditions, schedv1beta1.PodGroupInitiallyScheduled)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Equal(t, schedv1beta1.PodGroupReasonUnschedulable, c.Reason, "upstream's reason constant")
+	assert.Equal(t, msg, c.Message)
+	assert.Equal(t, int64(3), c.ObservedGeneration, "observedGeneration is stamped as upstream does")
+}
+
+// PodGroupInitiallyScheduled records the first success: a later failure
+// changes Schedulable but never turns it back to False.
+func TestInitiallyScheduledNeverRegresses(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "done"}}
+	done.Status.Conditions = []metav1.Condition{
+		Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionTrue, v1alpha1.ReasonScheduled, "4 pods bound"),
+		Condition(v1alpha1.PodGroupInitiallyScheduled, metav1.ConditionTrue, v1alpha1.ReasonScheduled, "4 pods bound"),
+	}
+	px := fake.NewSimpleClientset(done)
+	w := newWriter(ctx, px, kubefake.NewSimpleClientset(), groups.NewFed())
+
+	w.Set(phalanxKey("done"), unschedulable("member w-4 fits on no node"))
+	require.Eventually(t, func() bool {
+		pg, err := px.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "done", metav1.GetOptions{})
+		c := meta.FindStatusCondition(pg.Status.Conditions, v1alpha1.PodGroupSchedulable)
+		return err == nil && c.Status == metav1.ConditionFalse
+	}, 10*time.Second, 20*time.Millisecond)
+	pg, err := px.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "done", metav1.GetOptions{})
+	require.NoError(t, err)
+	c := meta.FindStatusCondition(pg.Status.Conditions, v1alpha1.PodGroupInitiallyScheduled)
+	assert.Equal(t, metav1.ConditionTrue, c.Status)
+	assert.Equal(t, "4 pods bound", c.Message)
+}
+
+// scheduler-plugins' PodGroups have no conditions: nothing is written to
+// them (their phases are phalanx-controller's).
+func TestSchedulerPluginsGroupsGetNoConditionWrites(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	px := fake.NewSimpleClientset()
+	kube := kubefake.NewSimpleClientset()
+	w := newWriter(ctx, px, kube, groups.NewFed())
+	w.Set(groups.Key{Dialect: groups.Coscheduling, Kind: groups.PodGroupKind, Namespace: ns, Name: "x"}, unschedulable("no"))
+	time.Sleep(2 * settleDelay)
+	assert.Empty(t, writes(px.Actions())+writes(kube.Actions()))
+}
+
+func writes(actions []clienttesting.Action) int {
+	n := 0
+	for _, a := range actions {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			n++
+		}
+	}
+	return n
+}
