@@ -38,8 +38,12 @@ var UpstreamWorkloadGates = map[string]bool{
 	"CompositePodGroup":               true,
 }
 
+// jobWorkloadsGate is upstream's gate under which the Job controller
+// creates a Workload and PodGroup per Job (Options.JobWorkloads).
+const jobWorkloadsGate = "WorkloadWithJob"
+
 func workloadGatesOff() map[string]bool {
-	off := map[string]bool{}
+	off := map[string]bool{jobWorkloadsGate: false}
 	for gate := range UpstreamWorkloadGates {
 		off[gate] = false
 	}

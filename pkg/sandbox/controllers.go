@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/informers"
+	schedinformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -63,9 +64,15 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 
 	jobClient := c.clientFor("job-controller")
 	factory := informers.NewSharedInformerFactory(jobClient, 0)
-	// No Workload/PodGroup informers: upstream's WorkloadWithJob gate is
-	// off, so the Job controller leaves scheduling objects to Phalanx.
-	jobs, err := job.NewController(ctx, jobClient, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), nil, nil)
+	// Workload and PodGroup informers only under WorkloadWithJob
+	// (Options.JobWorkloads); without it the Job controller leaves
+	// scheduling objects to Phalanx's own Job integration.
+	var workloads schedinformers.WorkloadInformer
+	var podGroups schedinformers.PodGroupInformer
+	if c.opts.JobWorkloads {
+		workloads, podGroups = factory.Scheduling().V1beta1().Workloads(), factory.Scheduling().V1beta1().PodGroups()
+	}
+	jobs, err := job.NewController(ctx, jobClient, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), workloads, podGroups)
 	if err != nil {
 		return fmt.Errorf("create job controller: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -51,6 +52,14 @@ type Options struct {
 	// NoUpstreamWorkloadAPI keeps scheduling.k8s.io/v1beta1 workload
 	// feature gates at their defaults (off).
 	NoUpstreamWorkloadAPI bool
+	// JobWorkloads turns on upstream's WorkloadWithJob gate: the API server
+	// accepts a Job's spec.scheduling, and the in-process Job controller
+	// (Controllers) creates a scheduling.k8s.io Workload and PodGroup for
+	// every Job without a controller owner and attaches its pods through
+	// spec.schedulingGroup, as on a cluster that turns it on. Off by
+	// default because it then does so for every Job, Phalanx's own gang
+	// Jobs included.
+	JobWorkloads bool
 	// AuthorizationMode for kube-apiserver; default RBAC. The admin
 	// kubeconfig is system:masters either way.
 	AuthorizationMode string
@@ -98,12 +107,16 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	c.stops = append(c.stops, etcd.Close)
 
-	gates := UpstreamWorkloadGates
+	if opts.JobWorkloads && opts.NoUpstreamWorkloadAPI {
+		return c, errors.New("JobWorkloads needs the upstream workload API: drop NoUpstreamWorkloadAPI")
+	}
+	// Every gate explicitly on or off: an earlier sandbox in this process
+	// may have set them otherwise.
+	gates := maps.Clone(UpstreamWorkloadGates)
 	if opts.NoUpstreamWorkloadAPI {
-		// Explicitly off: an earlier sandbox in this process may have
-		// turned them on.
 		gates = workloadGatesOff()
 	}
+	gates[jobWorkloadsGate] = opts.JobWorkloads
 	authz := opts.AuthorizationMode
 	if authz == "" {
 		authz = "RBAC"

@@ -108,7 +108,7 @@ func StartScheduler(ctx context.Context, configPath string) (*Scheduler, error) 
 	// are process-global, so they are off only while the scheduler is
 	// built; its queue, cache and event handlers read them then.
 	restore := map[string]bool{}
-	for gate := range UpstreamWorkloadGates {
+	for gate := range workloadGatesOff() {
 		restore[gate] = utilfeature.DefaultFeatureGate.Enabled(featuregate.Feature(gate))
 	}
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(workloadGatesOff()); err != nil {
