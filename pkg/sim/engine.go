@@ -325,7 +325,12 @@ func (r *runner) create(ctx context.Context, c *Create) error {
 	var queues [][]*corev1.Pod
 	for i := range c.Gangs {
 		g := &c.Gangs[i]
-		if pg := g.podGroup(); pg != nil {
+		if pg := g.upstreamPodGroup(); pg != nil {
+			r.order.rank(groupRef{KindPodGroup, g.Name})
+			if err := r.createObject(ctx, inlineObject{kind: "PodGroup", obj: pg}); err != nil {
+				return err
+			}
+		} else if pg := g.podGroup(); pg != nil {
 			r.order.rank(groupRef{KindPodGroup, g.Name})
 			if err := r.createObject(ctx, inlineObject{kind: "PodGroup", obj: pg}); err != nil {
 				return err

@@ -8,6 +8,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -42,6 +44,10 @@ var inlineKinds = map[string]func() metav1.Object{
 	v1alpha1.SchemeGroupVersion.String() + "/PodGroup":          func() metav1.Object { return &v1alpha1.PodGroup{} },
 	v1alpha1.SchemeGroupVersion.String() + "/CompositePodGroup": func() metav1.Object { return &v1alpha1.CompositePodGroup{} },
 	v1alpha1.SchemeGroupVersion.String() + "/Workload":          func() metav1.Object { return &v1alpha1.Workload{} },
+	schedv1beta1.SchemeGroupVersion.String() + "/PodGroup":      func() metav1.Object { return &schedv1beta1.PodGroup{} },
+	schedv1alpha3.SchemeGroupVersion.String() + "/CompositePodGroup": func() metav1.Object {
+		return &schedv1alpha3.CompositePodGroup{}
+	},
 }
 
 // decodeInline decodes an inline object strictly into its Go type, so a
@@ -54,7 +60,8 @@ func decodeInline(raw json.RawMessage, p *field.Path) (inlineObject, field.Error
 	newObj, ok := inlineKinds[tm.APIVersion+"/"+tm.Kind]
 	if !ok {
 		return inlineObject{}, field.ErrorList{field.NotSupported(p.Child("kind"), tm.APIVersion+" "+tm.Kind,
-			[]string{"v1 Pod", "batch/v1 Job", "scheduling.phalanx.dev/v1alpha1 PodGroup", "scheduling.phalanx.dev/v1alpha1 CompositePodGroup", "scheduling.phalanx.dev/v1alpha1 Workload"})}
+			[]string{"v1 Pod", "batch/v1 Job", "scheduling.phalanx.dev/v1alpha1 PodGroup", "scheduling.phalanx.dev/v1alpha1 CompositePodGroup", "scheduling.phalanx.dev/v1alpha1 Workload",
+				"scheduling.k8s.io/v1beta1 PodGroup", "scheduling.k8s.io/v1alpha3 CompositePodGroup"})}
 	}
 	obj := newObj()
 	strict, err := sigsjson.UnmarshalStrict(raw, obj)
@@ -87,6 +94,10 @@ func (r *runner) createObject(ctx context.Context, o inlineObject) error {
 		_, err = r.cl.Phalanx.SchedulingV1alpha1().PodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
 	case *v1alpha1.CompositePodGroup:
 		_, err = r.cl.Phalanx.SchedulingV1alpha1().CompositePodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
+	case *schedv1beta1.PodGroup:
+		_, err = r.cl.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
+	case *schedv1alpha3.CompositePodGroup:
+		_, err = r.cl.Client.SchedulingV1alpha3().CompositePodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
 	case *v1alpha1.Workload:
 		_, err = r.cl.Phalanx.SchedulingV1alpha1().Workloads(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
 	default:
@@ -98,9 +109,40 @@ func (r *runner) createObject(ctx context.Context, o inlineObject) error {
 	return nil
 }
 
-// podGroup is the PodGroup a gang generator makes, or nil for a label pair.
+// upstreamPodGroup is the scheduling.k8s.io PodGroup an upstream gang
+// generator makes, nil for other gangs.
+func (g *Gang) upstreamPodGroup() *schedv1beta1.PodGroup {
+	if g.API != APIUpstream {
+		return nil
+	}
+	pg := &schedv1beta1.PodGroup{
+		TypeMeta:   metav1.TypeMeta{APIVersion: schedv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup"},
+		ObjectMeta: metav1.ObjectMeta{Name: g.Name},
+		Spec: schedv1beta1.PodGroupSpec{
+			SchedulingPolicy:  schedv1beta1.PodGroupSchedulingPolicy{Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: int32(g.minCount())}},
+			PriorityClassName: g.PriorityClass,
+		},
+	}
+	if g.TopologyKey != "" {
+		pg.Spec.SchedulingConstraints = &schedv1beta1.PodGroupSchedulingConstraints{
+			Topology: []schedv1beta1.TopologyConstraint{{Key: resolveKey(g.TopologyKey)}},
+		}
+	}
+	if g.DisruptionAll {
+		pg.Spec.DisruptionMode = &schedv1beta1.DisruptionMode{All: &schedv1beta1.AllDisruptionMode{}}
+	}
+	if g.Parent != "" {
+		// Upstream requires a workload reference beside a parent.
+		pg.Spec.ParentCompositePodGroupName = ptr.To(g.Parent)
+		pg.Spec.WorkloadRef = &schedv1beta1.WorkloadReference{WorkloadName: g.Parent, TemplateName: g.Name}
+	}
+	return pg
+}
+
+// podGroup is the PodGroup a gang generator makes, or nil for a label pair
+// or an upstream gang.
 func (g *Gang) podGroup() *v1alpha1.PodGroup {
-	if g.LabelPair {
+	if g.LabelPair || g.API == APIUpstream {
 		return nil
 	}
 	pg := &v1alpha1.PodGroup{
@@ -148,9 +190,15 @@ func (g *Gang) pods() []*corev1.Pod {
 			v1alpha1.LightweightMinAvailableLabel: strconv.Itoa(g.minCount()),
 		}
 	}
+	if g.API == APIUpstream {
+		labels = nil
+	}
 	out := make([]*corev1.Pod, g.Size)
 	for i := range out {
 		out[i] = newPod(fmt.Sprintf("%s%d", g.podPrefix(), i), labels, g.CPU, g.Memory, g.GPUs, g.PriorityClass)
+		if g.API == APIUpstream {
+			out[i].Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(g.Name)}
+		}
 	}
 	return out
 }

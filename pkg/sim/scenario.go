@@ -118,7 +118,16 @@ type Gang struct {
 	LabelPair bool `json:"labelPair,omitempty"`
 	// PodPrefix names the pods; default "<name>-".
 	PodPrefix string `json:"podPrefix,omitempty"`
+	// API is the API the gang is written in: "" for Phalanx's own
+	// (scheduling.phalanx.dev PodGroup and pod-group label), "upstream"
+	// for upstream's scheduling.k8s.io/v1beta1 PodGroup and
+	// pod.spec.schedulingGroup. An upstream gang's parent is an upstream
+	// CompositePodGroup (scheduling.k8s.io/v1alpha3).
+	API string `json:"api,omitempty"`
 }
+
+// APIUpstream is Gang.API for upstream's scheduling.k8s.io objects.
+const APIUpstream = "upstream"
 
 // PodSet generates Count plain pods named <name>-<ii>. They belong to no
 // group; reports show them together under Name.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"sort"
@@ -155,6 +156,7 @@ func (r *runner) observe(ctx context.Context, withNodes bool) (*observation, err
 	for i := range cpgs.Items {
 		o.composites[cpgs.Items[i].Name] = &cpgs.Items[i]
 	}
+	o.addUpstreamGroups(ctx, r)
 	if withNodes {
 		nodes, err := r.cl.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -163,6 +165,37 @@ func (r *runner) observe(ctx context.Context, withNodes bool) (*observation, err
 		o.nodes = nodes.Items
 	}
 	return o, nil
+}
+
+// addUpstreamGroups adds upstream's scheduling.k8s.io groups, where the API
+// server serves them, as rows like Phalanx's own: Phalanx's API mirrors
+// their field names, so a JSON round trip reads them. A Phalanx group of
+// the same name keeps its row.
+func (o *observation) addUpstreamGroups(ctx context.Context, r *runner) {
+	if pgs, err := r.cl.Client.SchedulingV1beta1().PodGroups(r.ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for i := range pgs.Items {
+			var pg v1alpha1.PodGroup
+			if _, dup := o.podGroups[pgs.Items[i].Name]; !dup && mirror(&pgs.Items[i], &pg) == nil {
+				o.podGroups[pg.Name] = &pg
+			}
+		}
+	}
+	if cpgs, err := r.cl.Client.SchedulingV1alpha3().CompositePodGroups(r.ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for i := range cpgs.Items {
+			var cpg v1alpha1.CompositePodGroup
+			if _, dup := o.composites[cpgs.Items[i].Name]; !dup && mirror(&cpgs.Items[i], &cpg) == nil {
+				o.composites[cpg.Name] = &cpg
+			}
+		}
+	}
+}
+
+func mirror(from, to any) error {
+	data, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, to)
 }
 
 // parent is the CompositePodGroup a group object names, if any.

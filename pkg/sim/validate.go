@@ -233,6 +233,14 @@ func (g *Gang) validate(p *field.Path, classes sets.Set[string]) field.ErrorList
 			errs = append(errs, field.Invalid(p.Child("podPrefix"), g.PodPrefix, msg))
 		}
 	}
+	switch g.API {
+	case "", APIUpstream:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("api"), g.API, []string{APIUpstream}))
+	}
+	if g.API == APIUpstream && g.LabelPair {
+		errs = append(errs, field.Forbidden(p.Child("labelPair"), "an upstream gang is a scheduling.k8s.io PodGroup; remove labelPair or api"))
+	}
 	if g.LabelPair {
 		for _, f := range []struct {
 			name string

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -87,6 +88,30 @@ func TestUpstreamJobController(t *testing.T) {
 			j, err := c.Client.BatchV1().Jobs(ns).Get(ctx, "train", metav1.GetOptions{})
 			return err == nil && j.Status.Succeeded == 4, err
 		})
+	})
+
+	t.Run("the upstream-job sample binds whole in one rack", func(t *testing.T) {
+		ns := namespace(t, c)
+		data, err := os.ReadFile("../../manifests/samples/upstream-job.yaml")
+		require.NoError(t, err)
+		require.NoError(t, applyYAML(ctx, c, ns, data))
+		names := waitJobPodsBound(t, c, ns, "upstream-gang-job", 4)
+		assert.Len(t, domainsOf(t, c, ns, "upstream-gang-job-", sandbox.RackLabel), 1)
+		for _, name := range names {
+			finishPod(t, c, ns, name, corev1.PodSucceeded)
+		}
+	})
+
+	t.Run("the upstream-gang sample binds whole in one rack", func(t *testing.T) {
+		ns := namespace(t, c)
+		data, err := os.ReadFile("../../manifests/samples/upstream-gang.yaml")
+		require.NoError(t, err)
+		require.NoError(t, applyYAML(ctx, c, ns, data))
+		names := waitJobPodsBound(t, c, ns, "trainer", 4)
+		assert.Len(t, domainsOf(t, c, ns, "trainer-", sandbox.RackLabel), 1)
+		for _, name := range names {
+			finishPod(t, c, ns, name, corev1.PodSucceeded)
+		}
 	})
 
 	t.Run("a gang larger than any rack binds nothing", func(t *testing.T) {

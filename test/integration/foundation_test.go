@@ -23,7 +23,9 @@ import (
 // TestSamplesApply applies every manifest in manifests/samples, as a user
 // following the README would.
 func TestSamplesApply(t *testing.T) {
-	c := startCluster(t, sandbox.Options{})
+	// JobWorkloads: the API server accepts a Job's spec.scheduling, as a
+	// cluster that turns on upstream's WorkloadWithJob gate does.
+	c := startCluster(t, sandbox.Options{JobWorkloads: true})
 	files, err := filepath.Glob("../../manifests/samples/*.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "samples exist")

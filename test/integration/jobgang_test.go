@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
@@ -107,10 +108,16 @@ func waitJobPodsBound(t *testing.T, c *sandbox.Cluster, ns, job string, n int) [
 func finishPod(t *testing.T, c *sandbox.Cluster, ns, name string, phase corev1.PodPhase) {
 	t.Helper()
 	ctx := context.Background()
-	p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-	require.NoError(t, err)
-	p.Status.Phase = phase
-	_, err = c.Client.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	// The node agent writes the same status (Running): retry on conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Status.Phase = phase
+		_, err = c.Client.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
 	require.NoError(t, err)
 }
 
