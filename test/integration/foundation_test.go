@@ -130,10 +130,6 @@ func TestCRDValidationRejectsInvalidObjects(t *testing.T) {
 		}), []string{"spec.disruptionMode", "exactly one of single or all must be set"}},
 		{"an empty disruption mode", pg(func(p *v1alpha1.PodGroup) { p.Spec.DisruptionMode = &v1alpha1.DisruptionMode{} }),
 			[]string{"spec.disruptionMode", "exactly one of single or all must be set"}},
-		{"disruption mode all with the basic policy", pg(func(p *v1alpha1.PodGroup) {
-			p.Spec.SchedulingPolicy = v1alpha1.PodGroupSchedulingPolicy{Basic: &v1alpha1.BasicSchedulingPolicy{}}
-			p.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
-		}), []string{"spec.disruptionMode", "the disruptionMode `all` is not supported with the Basic scheduling policy"}},
 		{"an unknown preemption policy", pg(func(p *v1alpha1.PodGroup) {
 			p.Spec.PreemptionPolicy = ptr.To(v1alpha1.PreemptionPolicy("Sometimes"))
 		}), []string{"spec.preemptionPolicy", "Unsupported value"}},
@@ -267,6 +263,14 @@ func TestCRDValidationRejectsInvalidObjects(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "spec.compositePodGroupTemplates[0].schedulingPolicy.gang.minGroupCount")
 		assert.Contains(t, err.Error(), "minGroupCount is immutable")
+	})
+
+	t.Run("accepts a basic PodGroup evicted whole (disruptionMode all), as upstream's API does", func(t *testing.T) {
+		p := gangPG("basic-all", 1)
+		p.Spec.SchedulingPolicy = v1alpha1.PodGroupSchedulingPolicy{Basic: &v1alpha1.BasicSchedulingPolicy{}}
+		p.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
+		_, err := pgs.Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
 	})
 }
 

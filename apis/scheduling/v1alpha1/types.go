@@ -220,7 +220,7 @@ type TypedLocalObjectReference struct {
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=pg;pgs,categories=phalanx
+// +kubebuilder:resource:shortName=ppg,categories=phalanx
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.schedulingPolicy.gang.minCount`,description="gang minCount (empty for basic)"
 // +kubebuilder:printcolumn:name="Members",type=integer,JSONPath=`.status.members`
 // +kubebuilder:printcolumn:name="Scheduled",type=integer,JSONPath=`.status.scheduled`
@@ -240,7 +240,6 @@ type PodGroup struct {
 // PodGroupSpec describes how a PodGroup's pods are scheduled. Only
 // schedulingPolicy.gang.minCount may change after creation.
 //
-// +kubebuilder:validation:XValidation:rule="!(has(self.disruptionMode) && has(self.disruptionMode.all) && has(self.schedulingPolicy.basic))",message="the disruptionMode `all` is not supported with the Basic scheduling policy",fieldPath=".disruptionMode"
 // +kubebuilder:validation:XValidation:rule="has(self.schedulingPolicy.gang) == has(oldSelf.schedulingPolicy.gang)",message="the scheduling policy kind (basic or gang) is immutable",fieldPath=".schedulingPolicy"
 // +kubebuilder:validation:XValidation:rule="has(self.schedulingConstraints) == has(oldSelf.schedulingConstraints) && (!has(self.schedulingConstraints) || self.schedulingConstraints == oldSelf.schedulingConstraints)",message="schedulingConstraints is immutable",fieldPath=".schedulingConstraints"
 // +kubebuilder:validation:XValidation:rule="has(self.parentCompositePodGroupName) == has(oldSelf.parentCompositePodGroupName) && (!has(self.parentCompositePodGroupName) || self.parentCompositePodGroupName == oldSelf.parentCompositePodGroupName)",message="parentCompositePodGroupName is immutable",fieldPath=".parentCompositePodGroupName"
@@ -321,7 +320,7 @@ type PodGroupList struct {
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=cpg;cpgs,categories=phalanx
+// +kubebuilder:resource:shortName=pcpg,categories=phalanx
 // +kubebuilder:printcolumn:name="MinGroups",type=integer,JSONPath=`.spec.schedulingPolicy.gang.minGroupCount`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Schedulable")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -395,7 +394,7 @@ type CompositePodGroupList struct {
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=wl,categories=phalanx
+// +kubebuilder:resource:shortName=pwl,categories=phalanx
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Workload struct {
 	metav1.TypeMeta   `json:",inline"`
