@@ -122,7 +122,8 @@ require (
 
 // k8s.io/kubernetes requires its staging modules at v0.0.0 (its own
 // repository replaces them with directories); pin each to the release that
-// matches v1.34.7, as scheduler-plugins' go.mod does.
+// matches v1.34.7, as the scheduler-plugins project pins them for its
+// own builds (csi-translation-lib: see README.md).
 replace (
 	k8s.io/api => k8s.io/api v0.34.7
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.34.7
