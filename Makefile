@@ -15,7 +15,7 @@ FUZZ_TARGETS = \
 	./pkg/placement:FuzzFindVictims
 FUZZTIME ?= 10s
 
-.PHONY: all build generate verify lint test test-unit fuzz test-integration soak run clean tools image
+.PHONY: all build generate verify lint test test-unit fuzz test-integration soak run clean tools image scheduler-plugins
 
 all: build
 
@@ -24,6 +24,16 @@ build:
 
 tools:
 	hack/build-tools.sh
+
+# scheduler-plugins' own scheduler (Coscheduling) and PodGroup controller,
+# sigs.k8s.io/scheduler-plugins v0.34.7 on Kubernetes v1.34 libraries, from
+# their own module (hack/scheduler-plugins/go.mod): the baseline of the
+# bench's scheduler-plugins arm. `phalanx-sim bench` builds and caches them
+# itself when not given these (--scheduler-plugins-scheduler,
+# --scheduler-plugins-controller).
+scheduler-plugins:
+	cd hack/scheduler-plugins && $(GO) build -o ../../$(BIN)/scheduler-plugins-scheduler ./scheduler
+	cd hack/scheduler-plugins && $(GO) build -o ../../$(BIN)/scheduler-plugins-controller ./controller
 
 generate:
 	hack/update-codegen.sh

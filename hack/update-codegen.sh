@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates deepcopy, clientset, listers, informers and CRD YAML.
+# Regenerates deepcopy, clientset, listers, informers and CRD YAML, and
+# copies the scheduler-plugins PodGroup CRD into its kustomize component.
 # Usage: hack/update-codegen.sh [output-root]   (default: the repo itself)
 # hack/verify-codegen.sh runs it into a scratch copy and diffs.
 set -euo pipefail
@@ -24,3 +25,4 @@ rm -rf pkg/generated manifests/crds/*.yaml
   --listers-package "$mod/pkg/generated/listers" \
   --output-pkg "$mod/pkg/generated/informers" --output-dir pkg/generated/informers ./apis/scheduling/v1alpha1
 "$bin/controller-gen" crd:crdVersions=v1,maxDescLen=400 paths=./apis/... output:crd:artifacts:config=manifests/crds
+"$root/hack/update-scheduler-plugins-crd.sh" "$out"

@@ -22,7 +22,7 @@ func benchCommand(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	quick := fs.Bool("quick", false, "small cases (200 nodes) that take seconds per arm, for CI")
 	casesFlag := fs.String("cases", "", "comma-separated case name substrings (default: all cases of the set)")
-	armsFlag := fs.String("arms", "phalanx,upstream,ceiling", "arms to run: phalanx, upstream, ceiling, phalanx-proc (Phalanx as a child process, to compare memory)")
+	armsFlag := fs.String("arms", "phalanx,upstream,ceiling", "arms to run: phalanx, upstream, ceiling, phalanx-proc (Phalanx as a child process, to compare memory), scheduler-plugins (sigs.k8s.io/scheduler-plugins "+bench.SchedulerPluginsVersion+" Coscheduling, a v1.34 scheduler, and its PodGroup controller; skips topology cases)")
 	jsonOut := fs.String("json", "", "write the results to this JSON file")
 	arrival := fs.String("arrival", report.ArrivalPrecreated, "how pods arrive: precreated (all created before the scheduler starts) or live (the scheduler starts and is ready, then the harness creates the pods); preemption cases are always live")
 	repeat := fs.Int("repeat", 1, "run every case N times, interleaving the arms (A B C A B C ...)")
@@ -31,13 +31,15 @@ func benchCommand(args []string) error {
 	phalanxConfig := fs.String("phalanx-config", "", "KubeSchedulerConfiguration file for the phalanx-proc arm (default: config/second-scheduler.yaml, built in); its profile must be named phalanx-scheduler")
 	kubeScheduler := fs.String("kube-scheduler", "", "prebuilt kube-scheduler binary (default: go build k8s.io/kubernetes/cmd/kube-scheduler, cached)")
 	phalanxScheduler := fs.String("phalanx-scheduler", "", "prebuilt phalanx-scheduler binary for the phalanx-proc arm (default: go build ./cmd/phalanx-scheduler, cached)")
+	spScheduler := fs.String("scheduler-plugins-scheduler", "", "prebuilt scheduler of the scheduler-plugins arm (default: go build in hack/scheduler-plugins, cached; make scheduler-plugins builds bin/scheduler-plugins-scheduler)")
+	spController := fs.String("scheduler-plugins-controller", "", "prebuilt PodGroup controller of the scheduler-plugins arm (default: built and cached as the scheduler)")
 	workDir := fs.String("work-dir", ".phalanx/bench", "where child schedulers' configs and logs go")
 	cpuProfiles := fs.String("cpuprofile-dir", "", "write a CPU profile of this process (API server, etcd, in-process scheduler) per measured window here")
 	list := fs.Bool("list", false, "list the cases and exit")
 	fromJSON := fs.String("from-json", "", "print the tables of a JSON file written by --json, and run nothing")
 	verbosity := fs.Int("v", 0, "log verbosity of the control plane")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: phalanx-sim bench [--quick] [--arrival precreated|live] [--cases a,b] [--arms phalanx,upstream,ceiling] [--json out.json] [--repeat N]\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: phalanx-sim bench [--quick] [--arrival precreated|live] [--cases a,b] [--arms phalanx,upstream,ceiling,scheduler-plugins] [--json out.json] [--repeat N]\n\n")
 		fs.PrintDefaults()
 	}
 	_ = fs.Parse(args)
@@ -81,17 +83,19 @@ func benchCommand(args []string) error {
 		fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
 	h, err := bench.New(ctx, bench.Options{
-		Arms:             arms,
-		Repeat:           *repeat,
-		Arrival:          *arrival,
-		UpstreamGates:    *gates,
-		PhalanxGates:     *phalanxGates,
-		PhalanxConfig:    phalanxCfg,
-		KubeScheduler:    *kubeScheduler,
-		PhalanxScheduler: *phalanxScheduler,
-		WorkDir:          *workDir,
-		CPUProfileDir:    *cpuProfiles,
-		Logf:             logf,
+		Arms:                       arms,
+		Repeat:                     *repeat,
+		Arrival:                    *arrival,
+		UpstreamGates:              *gates,
+		PhalanxGates:               *phalanxGates,
+		PhalanxConfig:              phalanxCfg,
+		KubeScheduler:              *kubeScheduler,
+		PhalanxScheduler:           *phalanxScheduler,
+		SchedulerPluginsScheduler:  *spScheduler,
+		SchedulerPluginsController: *spController,
+		WorkDir:                    *workDir,
+		CPUProfileDir:              *cpuProfiles,
+		Logf:                       logf,
 	})
 	if err != nil {
 		return err

@@ -18,7 +18,13 @@
 //   - ceiling: no scheduler, just workers POSTing pods/binding: what the API
 //     server can bind at most;
 //   - phalanx-proc (optional): cmd/phalanx-scheduler as a child process, so
-//     that its peak memory is measured alone, as upstream's is.
+//     that its peak memory is measured alone, as upstream's is;
+//   - scheduler-plugins (optional): sigs.k8s.io/scheduler-plugins' own
+//     kube-scheduler (v0.34.7, Kubernetes v1.34 libraries, Coscheduling
+//     profile) and its PodGroup controller, built from hack/scheduler-plugins
+//     and run as child processes, on scheduling.x-k8s.io PodGroups and the
+//     scheduling.x-k8s.io/pod-group label. Cases with a topology constraint
+//     are skipped: Coscheduling has none.
 //
 // The measured window starts when the scheduler is started (precreated) or
 // at the first pod creation (live) and ends when every measured pod is
@@ -60,6 +66,9 @@ const (
 	ArmPhalanxProcess Arm = report.ArmPhalanxProcess
 	ArmUpstream       Arm = report.ArmUpstream
 	ArmCeiling        Arm = report.ArmCeiling
+	// ArmSchedulerPlugins runs sigs.k8s.io/scheduler-plugins' scheduler and
+	// PodGroup controller (schedulerplugins.go).
+	ArmSchedulerPlugins Arm = report.ArmSchedulerPlugins
 )
 
 // DefaultArms are measured when Options.Arms is empty.
@@ -78,11 +87,11 @@ func ParseArms(s string) ([]Arm, error) {
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		switch Arm(name) {
-		case ArmPhalanx, ArmPhalanxProcess, ArmUpstream, ArmCeiling:
+		case ArmPhalanx, ArmPhalanxProcess, ArmUpstream, ArmCeiling, ArmSchedulerPlugins:
 			out = append(out, Arm(name))
 		case "":
 		default:
-			return nil, fmt.Errorf("unknown arm %q: want phalanx, upstream, ceiling or phalanx-proc", name)
+			return nil, fmt.Errorf("unknown arm %q: want phalanx, upstream, ceiling, phalanx-proc or scheduler-plugins", name)
 		}
 	}
 	if len(out) == 0 {
@@ -117,6 +126,12 @@ type Options struct {
 	// from this module into CacheDir.
 	KubeScheduler    string
 	PhalanxScheduler string
+	// SchedulerPluginsScheduler and SchedulerPluginsController are prebuilt
+	// binaries of the scheduler-plugins arm (`make scheduler-plugins`).
+	// When empty they are built (go build, cached) from the module in
+	// hack/scheduler-plugins into CacheDir.
+	SchedulerPluginsScheduler  string
+	SchedulerPluginsController string
 	// CacheDir holds built binaries; default <user cache>/phalanx-bench.
 	CacheDir string
 	// WorkDir holds child-process configs, certificates and logs; default a
@@ -137,10 +152,12 @@ type Options struct {
 
 // Harness runs cases. Create it with New, release it with Close.
 type Harness struct {
-	opts             Options
-	kubeScheduler    string
-	phalanxScheduler string
-	ownWorkDir       bool
+	opts                       Options
+	kubeScheduler              string
+	phalanxScheduler           string
+	schedulerPluginsScheduler  string
+	schedulerPluginsController string
+	ownWorkDir                 bool
 }
 
 // New validates opts and builds the scheduler binaries the arms need.
@@ -167,7 +184,8 @@ func New(ctx context.Context, opts Options) (*Harness, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...interface{}) {}
 	}
-	h := &Harness{opts: opts, kubeScheduler: opts.KubeScheduler, phalanxScheduler: opts.PhalanxScheduler}
+	h := &Harness{opts: opts, kubeScheduler: opts.KubeScheduler, phalanxScheduler: opts.PhalanxScheduler,
+		schedulerPluginsScheduler: opts.SchedulerPluginsScheduler, schedulerPluginsController: opts.SchedulerPluginsController}
 	if h.opts.WorkDir == "" {
 		dir, err := os.MkdirTemp("", "phalanx-bench-")
 		if err != nil {
@@ -187,7 +205,9 @@ func New(ctx context.Context, opts Options) (*Harness, error) {
 		needs[a] = true
 	}
 	var moduleDir string
-	build := func(pkg, out string) (string, error) {
+	// build builds pkg of the Go module in the repository's directory sub
+	// ("" for this module).
+	build := func(sub, pkg, out string) (string, error) {
 		if moduleDir == "" {
 			dir, err := findModuleDir()
 			if err != nil {
@@ -196,8 +216,8 @@ func New(ctx context.Context, opts Options) (*Harness, error) {
 			moduleDir = dir
 		}
 		start := time.Now()
-		h.opts.Logf("building %s into %s", pkg, out)
-		if err := buildBinary(ctx, moduleDir, pkg, out); err != nil {
+		h.opts.Logf("building %s into %s", filepath.Join(sub, pkg), out)
+		if err := buildBinary(ctx, filepath.Join(moduleDir, sub), pkg, out); err != nil {
 			return "", err
 		}
 		h.opts.Logf("built %s in %.1fs", filepath.Base(out), time.Since(start).Seconds())
@@ -206,13 +226,29 @@ func New(ctx context.Context, opts Options) (*Harness, error) {
 	var err error
 	if needs[ArmUpstream] && h.kubeScheduler == "" {
 		out := filepath.Join(h.opts.CacheDir, "kube-scheduler-"+kubernetesVersion())
-		if h.kubeScheduler, err = build(kubeSchedulerPkg, out); err != nil {
+		if h.kubeScheduler, err = build("", kubeSchedulerPkg, out); err != nil {
 			h.Close()
 			return nil, err
 		}
 	}
 	if needs[ArmPhalanxProcess] && h.phalanxScheduler == "" {
-		if h.phalanxScheduler, err = build(phalanxSchedulerPkg, filepath.Join(h.opts.CacheDir, "phalanx-scheduler")); err != nil {
+		if h.phalanxScheduler, err = build("", phalanxSchedulerPkg, filepath.Join(h.opts.CacheDir, "phalanx-scheduler")); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	// scheduler-plugins' binaries come from their own module (Kubernetes
+	// v1.34 libraries), cached per release as upstream's kube-scheduler is.
+	if needs[ArmSchedulerPlugins] && h.schedulerPluginsScheduler == "" {
+		out := filepath.Join(h.opts.CacheDir, "scheduler-plugins-scheduler-"+SchedulerPluginsVersion)
+		if h.schedulerPluginsScheduler, err = build(schedulerPluginsModule, schedulerPluginsSchedulerPkg, out); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	if needs[ArmSchedulerPlugins] && h.schedulerPluginsController == "" {
+		out := filepath.Join(h.opts.CacheDir, "scheduler-plugins-controller-"+SchedulerPluginsVersion)
+		if h.schedulerPluginsController, err = build(schedulerPluginsModule, schedulerPluginsControllerPkg, out); err != nil {
 			h.Close()
 			return nil, err
 		}
@@ -254,6 +290,13 @@ func (h *Harness) RunCase(ctx context.Context, c Case, arm Arm, run int) report.
 		h.opts.Logf("%s: skipped: %s", tag, res.Skipped)
 		return res
 	}
+	if arm == ArmSchedulerPlugins {
+		if why := schedulerPluginsUnsupported(c); why != "" {
+			res.Skipped = why
+			h.opts.Logf("%s: skipped: %s", tag, res.Skipped)
+			return res
+		}
+	}
 	if err := h.runCase(ctx, c, arm, &res, tag); err != nil {
 		res.Error = err.Error()
 		h.opts.Logf("%s: FAILED: %v", tag, err)
@@ -283,17 +326,26 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 	live := res.Arrival == report.ArrivalLive
 
 	setup := time.Now()
-	cl, err := h.startSandbox(ctx, c, tag)
+	sc, err := h.startSandbox(ctx, c, tag)
 	if err != nil {
 		return err
 	}
-	defer cl.Stop()
+	defer sc.Stop()
+	cl := &benchCluster{Cluster: sc}
 	const ns = "bench"
 	if _, err := cl.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create namespace: %w", err)
 	}
+	if arm == ArmSchedulerPlugins {
+		if cl.schedulerPlugins, err = installSchedulerPluginsCRD(ctx, sc); err != nil {
+			return err
+		}
+		if err := warmSchedulerPluginsCache(ctx, cl.schedulerPlugins, ns); err != nil {
+			return err
+		}
+	}
 	if c.Preemption != nil {
-		if err := createPriorityClasses(ctx, cl); err != nil {
+		if err := createPriorityClasses(ctx, sc); err != nil {
 			return err
 		}
 	}
@@ -302,7 +354,7 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 			return err
 		}
 	}
-	if err := warmWatchCaches(ctx, cl, ns); err != nil {
+	if err := warmWatchCaches(ctx, sc, ns); err != nil {
 		return err
 	}
 	names, _ := c.podNames()
@@ -339,7 +391,7 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 	if live && arm == ArmCeiling {
 		created = make(chan int, c.PodCount())
 	}
-	a, err := h.startArm(ctx, cl, ns, c, arm, dir, start, apiBefore, res, created)
+	a, err := h.startArm(ctx, sc, ns, c, arm, dir, start, apiBefore, res, created)
 	if err != nil {
 		return err
 	}
@@ -411,7 +463,7 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 	}
 
 	report.Timing{Start: start, Bound: watch.snapshot()}.Fill(res, c.groups())
-	res.FailedSchedulingEvents = failedSchedulingEvents(ctx, cl, ns)
+	res.FailedSchedulingEvents = failedSchedulingEvents(ctx, sc, ns)
 	pods, err := cl.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list pods for the placement check: %w", err)
@@ -472,7 +524,7 @@ func measuredBound(names []string, pods []*corev1.Pod) (exist, bound int) {
 // fill runs a preemption case's filler: it creates the low-priority gangs
 // with the scheduler running and waits until every one of their pods is
 // bound, before the measured high-priority gangs arrive.
-func (h *Harness) fill(ctx context.Context, cl *sandbox.Cluster, ns string, c Case, arm Arm, tag string) error {
+func (h *Harness) fill(ctx context.Context, cl *benchCluster, ns string, c Case, arm Arm, tag string) error {
 	specs := c.fillerGangs()
 	var names []string
 	for _, sp := range specs {
@@ -663,34 +715,54 @@ func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, 
 				gates += "," + h.opts.PhalanxGates
 			}
 		}
-		res.Gates = gates
-		cfg, err := schedulerConfig(base, cl.KubeconfigPath)
+		return h.startChildArm(ctx, cl, binary, base, profile, gates, dir, res)
+	case ArmSchedulerPlugins:
+		// A v1.34 scheduler knows none of the v1.37 gates the other arms
+		// set: it runs with its defaults.
+		a, err := h.startChildArm(ctx, cl, h.schedulerPluginsScheduler, schedulerPluginsConfig(), schedulerPluginsSchedulerName, "", dir, res)
 		if err != nil {
 			return nil, err
 		}
-		res.LogPath = filepath.Join(dir, "scheduler.log")
-		child, err := startChild(binary, cfg, gates, dir, res.LogPath)
+		controller, err := startChildProcess(h.schedulerPluginsController, []string{"--kubeconfig=" + cl.KubeconfigPath}, filepath.Join(dir, "controller.log"))
 		if err != nil {
+			a.stop(res)
 			return nil, err
 		}
-		a := &childArm{child: child, profile: profile, stopProfiles: func() {}}
-		if h.opts.CPUProfileDir != "" {
-			stop, done := make(chan struct{}), make(chan struct{})
-			go func() {
-				defer close(done)
-				child.profile(ctx, stop, filepath.Join(h.opts.CPUProfileDir, filepath.Base(dir)+"-scheduler"))
-			}()
-			a.stopProfiles = func() {
-				close(stop)
-				<-done
-			}
-		}
-		return a, nil
+		return newSchedulerPluginsArm(a, controller), nil
 	case ArmCeiling:
 		return &binderArm{b: startBinder(ctx, cl.Client, ns, c, h.opts.BinderWorkers, created)}, nil
 	default:
 		return nil, fmt.Errorf("unknown arm %q", arm)
 	}
+}
+
+// startChildArm starts a scheduler binary as a child process with base
+// (nil: upstream's default profile) pointed at cl, and, with
+// CPUProfileDir, fetches its CPU profiles.
+func (h *Harness) startChildArm(ctx context.Context, cl *sandbox.Cluster, binary string, base []byte, profile, gates, dir string, res *report.Result) (*childArm, error) {
+	res.Gates = gates
+	cfg, err := schedulerConfig(base, cl.KubeconfigPath)
+	if err != nil {
+		return nil, err
+	}
+	res.LogPath = filepath.Join(dir, "scheduler.log")
+	child, err := startChild(binary, cfg, gates, dir, res.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	a := &childArm{child: child, profile: profile, stopProfiles: func() {}}
+	if h.opts.CPUProfileDir != "" {
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			child.profile(ctx, stop, filepath.Join(h.opts.CPUProfileDir, filepath.Base(dir)+"-scheduler"))
+		}()
+		a.stopProfiles = func() {
+			close(stop)
+			<-done
+		}
+	}
+	return a, nil
 }
 
 // startCPUProfile profiles this process into path until the returned

@@ -11,6 +11,8 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	spv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
 )
@@ -81,8 +83,9 @@ func (c Case) fillerGangs() []gangSpec {
 // createWorkload creates the case's measured groups and pods in ns before
 // the scheduler starts, in the form the arm understands: Phalanx CRD
 // PodGroups and the pod-group label, scheduling.k8s.io/v1beta1 PodGroups
-// and spec.schedulingGroup for upstream, bare pods for the binder.
-func createWorkload(ctx context.Context, cl *sandbox.Cluster, ns string, c Case, arm Arm) error {
+// and spec.schedulingGroup for upstream, scheduling.x-k8s.io PodGroups and
+// their label for scheduler-plugins, bare pods for the binder.
+func createWorkload(ctx context.Context, cl *benchCluster, ns string, c Case, arm Arm) error {
 	specs := c.measuredGangs()
 	err := parallel(createWorkers, len(specs), func(g int) error {
 		if specs[g].name == "" {
@@ -104,7 +107,7 @@ func createWorkload(ctx context.Context, cl *sandbox.Cluster, ns string, c Case,
 // its members one after another, and calls created(i) with the pod's index
 // in specs order after each pod. It returns when all are created or on the
 // first error.
-func createLive(ctx context.Context, cl *sandbox.Cluster, ns string, c Case, arm Arm, specs []gangSpec, lowPriority bool, created func(i int)) error {
+func createLive(ctx context.Context, cl *benchCluster, ns string, c Case, arm Arm, specs []gangSpec, lowPriority bool, created func(i int)) error {
 	return parallel(liveCreateWorkers, len(specs), func(g int) error {
 		sp := specs[g]
 		if sp.name != "" {
@@ -124,7 +127,7 @@ func createLive(ctx context.Context, cl *sandbox.Cluster, ns string, c Case, arm
 	})
 }
 
-func createPod(ctx context.Context, cl *sandbox.Cluster, ns string, c Case, arm Arm, name, gang, priorityClass string) error {
+func createPod(ctx context.Context, cl *benchCluster, ns string, c Case, arm Arm, name, gang, priorityClass string) error {
 	p := benchPod(c, name, gang, arm, priorityClass)
 	if _, err := cl.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create pod %s: %w", p.Name, err)
@@ -179,7 +182,7 @@ func parallel(workers, n int, fn func(i int) error) error {
 
 // createGroup creates one gang's group. Filler (low) gangs of a
 // preemption case have disruptionMode all: a victim gang goes whole.
-func createGroup(ctx context.Context, cl *sandbox.Cluster, ns string, c Case, arm Arm, sp gangSpec, low bool) error {
+func createGroup(ctx context.Context, cl *benchCluster, ns string, c Case, arm Arm, sp gangSpec, low bool) error {
 	name, size, topologyKey := sp.name, int32(sp.size), c.TopologyKey
 	if low {
 		topologyKey = ""
@@ -224,6 +227,10 @@ func createGroup(ctx context.Context, cl *sandbox.Cluster, ns string, c Case, ar
 			}
 		}
 		_, err = cl.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+	case ArmSchedulerPlugins:
+		// Low gangs too: scheduler-plugins has no disruption mode, and
+		// schedulerPluginsUnsupported keeps topology cases away.
+		_, err = cl.schedulerPlugins.SchedulingV1alpha1().PodGroups(ns).Create(ctx, schedulerPluginsPodGroup(name, size), metav1.CreateOptions{})
 	case ArmCeiling:
 		// The binder keeps the gangs in its own assignment.
 		return nil
@@ -275,6 +282,14 @@ func benchPod(c Case, name, gang string, arm Arm, priorityClass string) *corev1.
 		if gang != "" {
 			g := gang
 			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &g}
+		}
+	case ArmSchedulerPlugins:
+		p.Spec.SchedulerName = schedulerPluginsSchedulerName
+		if gang != "" {
+			if p.Labels == nil {
+				p.Labels = map[string]string{}
+			}
+			p.Labels[spv1alpha1.PodGroupLabel] = gang
 		}
 	default:
 		p.Spec.SchedulerName = ceilingSchedulerName

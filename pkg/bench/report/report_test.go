@@ -177,3 +177,24 @@ func TestTableAndRatios(t *testing.T) {
 	require.NoError(t, WriteTable(&buf, failed))
 	assert.Contains(t, buf.String(), "VIOLATED (stopped: all bound, deadline)")
 }
+
+func TestRatiosAgainstSchedulerPlugins(t *testing.T) {
+	ok := Verdict{Pods: 10, Bound: 10, Groups: 2, CompleteGroups: 2}
+	results := []Result{
+		{Case: "Gang/x", Arm: ArmPhalanxProcess, Run: 1, Pods: 10, Groups: 2, PodsPerSecond: 90, FirstGroupSeconds: 1, GroupP99Seconds: 3, Verdict: ok, Stop: "all bound", MemoryScope: ScopeScheduler, PeakRSSBytes: 90 << 20},
+		{Case: "Gang/x", Arm: ArmSchedulerPlugins, Run: 1, Pods: 10, Groups: 2, PodsPerSecond: 30, FirstGroupSeconds: 2, GroupP99Seconds: 6, Verdict: ok, Stop: "all bound", MemoryScope: ScopeScheduler, PeakRSSBytes: 60 << 20},
+		{Case: "TopologyAwareScheduling/x", Arm: ArmPhalanxProcess, Run: 1, Pods: 10, Groups: 2, PodsPerSecond: 90, Verdict: ok, Stop: "all bound"},
+		{Case: "TopologyAwareScheduling/x", Arm: ArmSchedulerPlugins, Run: 1, Pods: 10, Groups: 2, Skipped: "no topology"},
+	}
+	ratios := Ratios(Summarize(results))
+	require.Len(t, ratios, 2)
+	assert.Equal(t, Ratio{Case: "Gang/x", Arrival: ArrivalPrecreated, Arm: ArmPhalanxProcess, HasSchedulerPlugins: true,
+		PodsPerSecondVsSchedulerPlugins: 3, FirstGroupVsSchedulerPlugins: 0.5, GroupP99VsSchedulerPlugins: 0.5, MemoryVsSchedulerPlugins: 1.5}, ratios[0])
+	assert.False(t, ratios[1].HasSchedulerPlugins, "a skipped arm gives no ratio")
+
+	var buf bytes.Buffer
+	require.NoError(t, WriteTable(&buf, results))
+	assert.Contains(t, buf.String(), "pods/s ÷ scheduler-plugins")
+	assert.Contains(t, buf.String(), "3.00×")
+	assert.Contains(t, buf.String(), "n/a: no topology")
+}

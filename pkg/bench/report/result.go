@@ -99,6 +99,11 @@ type Result struct {
 	// SchedulerCPUSeconds is user+system CPU of a scheduler process; zero
 	// for in-process arms, whose CPU is in HarnessCPUSeconds.
 	SchedulerCPUSeconds float64 `json:"schedulerCPUSeconds,omitempty"`
+	// ControllerCPUSeconds and ControllerPeakRSSBytes are those of an
+	// arm's own controller process (scheduler-plugins' PodGroup
+	// controller), which runs beside its scheduler; zero for other arms.
+	ControllerCPUSeconds   float64 `json:"controllerCPUSeconds,omitempty"`
+	ControllerPeakRSSBytes uint64  `json:"controllerPeakRSSBytes,omitempty"`
 	// HarnessCPUSeconds is this process's CPU during the measured window:
 	// API server, etcd, the bind watcher, and any in-process scheduler.
 	HarnessCPUSeconds float64 `json:"harnessCPUSeconds"`

@@ -15,6 +15,9 @@ const (
 	ArmPhalanxProcess = "phalanx-proc"
 	ArmUpstream       = "upstream"
 	ArmCeiling        = "ceiling"
+	// ArmSchedulerPlugins is sigs.k8s.io/scheduler-plugins' own scheduler
+	// (Coscheduling) and PodGroup controller: a baseline like upstream.
+	ArmSchedulerPlugins = "scheduler-plugins"
 )
 
 // Summary is the median over the repeats of one arm on one case.
@@ -235,13 +238,32 @@ func WriteTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Ratios (pods/s: higher is better for Phalanx; gang times and memory: lower is better):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\tarrival\tphalanx arm\tpods/s ÷ upstream\tpods/s ÷ ceiling\tupstream share of ceiling\t1st gang ÷ upstream\tp99 gang ÷ upstream\tpeak RSS ÷ upstream\t")
+	withSP := false
 	for _, r := range ratios {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Case, r.Arrival, r.Arm,
+		withSP = withSP || r.HasSchedulerPlugins
+	}
+	fmt.Fprint(tw, "case\tarrival\tphalanx arm\tpods/s ÷ upstream\tpods/s ÷ ceiling\tupstream share of ceiling\t1st gang ÷ upstream\tp99 gang ÷ upstream\tpeak RSS ÷ upstream\t")
+	if withSP {
+		fmt.Fprint(tw, "pods/s ÷ scheduler-plugins\t1st gang ÷ scheduler-plugins\tp99 gang ÷ scheduler-plugins\tpeak RSS ÷ scheduler-plugins\t")
+	}
+	fmt.Fprintln(tw)
+	for _, r := range ratios {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", r.Case, r.Arrival, r.Arm,
 			ratio(r.PodsPerSecondVsUpstream), percentOrRatio(r.PodsPerSecondVsCeiling), percentOrRatio(r.UpstreamShareOfCeiling),
 			ratio(r.FirstGroupVsUpstream), ratio(r.GroupP99VsUpstream), ratio(r.MemoryVsUpstream))
+		if withSP {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t", ratio(r.PodsPerSecondVsSchedulerPlugins), ratio(r.FirstGroupVsSchedulerPlugins),
+				ratio(r.GroupP99VsSchedulerPlugins), ratio(r.MemoryVsSchedulerPlugins))
+		}
+		fmt.Fprintln(tw)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if withSP {
+		fmt.Fprintln(w, "scheduler-plugins: n/a where that arm skipped the case (topology), failed, or bound no complete gang.")
+	}
+	return nil
 }
 
 // phaseColumns orders the phases of SchedulerMetrics.PhaseSeconds in the
@@ -298,10 +320,18 @@ type Ratio struct {
 	// MemoryVsUpstream is only set when both schedulers ran as their own
 	// process (scope ScopeScheduler).
 	MemoryVsUpstream float64
+	// HasSchedulerPlugins is set when the scheduler-plugins arm ran on the
+	// case (not skipped, not failed); the ratios against it follow the
+	// same rules as upstream's.
+	HasSchedulerPlugins             bool
+	PodsPerSecondVsSchedulerPlugins float64
+	FirstGroupVsSchedulerPlugins    float64
+	GroupP99VsSchedulerPlugins      float64
+	MemoryVsSchedulerPlugins        float64
 }
 
-// Ratios computes Phalanx ÷ upstream and Phalanx ÷ ceiling for every case
-// that has a Phalanx arm.
+// Ratios computes Phalanx ÷ upstream, Phalanx ÷ ceiling and Phalanx ÷
+// scheduler-plugins for every case that has a Phalanx arm.
 func Ratios(sums []Summary) []Ratio {
 	type caseKey struct{ c, arrival string }
 	byCase := map[caseKey]map[string]Summary{}
@@ -327,6 +357,8 @@ func Ratios(sums []Summary) []Ratio {
 		ceil, hasCeil := arms[ArmCeiling]
 		hasUp = hasUp && up.Failed < up.Runs && up.Skipped == ""
 		hasCeil = hasCeil && ceil.Failed < ceil.Runs && ceil.Skipped == ""
+		sp, hasSP := arms[ArmSchedulerPlugins]
+		hasSP = hasSP && sp.Failed < sp.Runs && sp.Skipped == ""
 		for _, name := range []string{ArmPhalanx, ArmPhalanxProcess} {
 			p, ok := arms[name]
 			if !ok || p.Failed == p.Runs || p.Skipped != "" {
@@ -339,6 +371,15 @@ func Ratios(sums []Summary) []Ratio {
 				r.GroupP99VsUpstream = div(p.GroupP99Seconds, up.GroupP99Seconds)
 				if p.MemoryScope == ScopeScheduler && up.MemoryScope == ScopeScheduler {
 					r.MemoryVsUpstream = div(float64(p.PeakRSSBytes), float64(up.PeakRSSBytes))
+				}
+			}
+			if hasSP {
+				r.HasSchedulerPlugins = true
+				r.PodsPerSecondVsSchedulerPlugins = div(p.PodsPerSecond, sp.PodsPerSecond)
+				r.FirstGroupVsSchedulerPlugins = div(p.FirstGroupSeconds, sp.FirstGroupSeconds)
+				r.GroupP99VsSchedulerPlugins = div(p.GroupP99Seconds, sp.GroupP99Seconds)
+				if p.MemoryScope == ScopeScheduler && sp.MemoryScope == ScopeScheduler {
+					r.MemoryVsSchedulerPlugins = div(float64(p.PeakRSSBytes), float64(sp.PeakRSSBytes))
 				}
 			}
 			if hasCeil {
