@@ -101,6 +101,46 @@ func TestNativeDialect(t *testing.T) {
 		assert.Len(t, domainsOf(t, c, ns, "workers-", sandbox.RackLabel), 1, "the workers in one rack")
 	})
 
+	t.Run("members of a complete child that wait for a sibling say so in PodScheduled", func(t *testing.T) {
+		ns := namespace(t, c)
+		_, err := c.Client.SchedulingV1alpha3().CompositePodGroups(ns).Create(ctx, &schedv1alpha3.CompositePodGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: "pair"},
+			Spec: schedv1alpha3.CompositePodGroupSpec{
+				WorkloadRef: &schedv1alpha3.WorkloadReference{WorkloadName: "pair", TemplateName: "pair"},
+				SchedulingPolicy: schedv1alpha3.CompositePodGroupSchedulingPolicy{
+					Gang: &schedv1alpha3.CompositeGangSchedulingPolicy{MinGroupCount: 2}},
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		for _, name := range []string{"left", "right"} {
+			pg := nativeGang(name, 2, "")
+			pg.Spec.ParentCompositePodGroupName = ptr.To("pair")
+			pg.Spec.WorkloadRef = &schedv1beta1.WorkloadReference{WorkloadName: "pair", TemplateName: name}
+			_, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		nativeMembers(t, c, ns, "left", 2, "1") // complete; right has none yet
+		eventually(t, 30*time.Second, "PodScheduled=False on left's members naming the child groups short", func() (bool, error) {
+			for _, name := range []string{"left-0", "left-1"} {
+				p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				found := false
+				for _, cond := range p.Status.Conditions {
+					found = found || cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse &&
+						cond.Reason == corev1.PodReasonUnschedulable && strings.Contains(cond.Message, "waiting for child groups: 1/2")
+				}
+				if !found {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		nativeMembers(t, c, ns, "right", 2, "1")
+		eventually(t, 60*time.Second, "all 4 bound once the sibling is complete", func() (bool, error) { return len(boundPods(t, c, ns)) == 4, nil })
+	})
+
 	t.Run("a native gang that cannot fit binds nothing and says why", func(t *testing.T) {
 		ns := namespace(t, c)
 		_, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, nativeGang("wide", 5, sandbox.RackLabel), metav1.CreateOptions{})

@@ -11,6 +11,7 @@ package gang
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -439,8 +440,17 @@ func (pl *Gang) heldEventLater(pod *corev1.Pod) {
 		if ok || err != nil {
 			return
 		}
-		if _, tracked := pl.groups.GroupOf(pod.UID); !tracked {
+		leaf, tracked := pl.groups.GroupOf(pod.UID)
+		if !tracked {
 			return // deleted meanwhile
+		}
+		msg := fmt.Sprintf("%s (%s)", waitingMessage(short), short.Key)
+		if short.Key != leaf {
+			// The member's own group is complete and waits for another
+			// group of its hierarchy, whose object carries the condition.
+			// Say so where kubectl get pods and tools watching pod
+			// conditions look.
+			pl.markPodWaiting(pod, msg)
 		}
 		// A 1,000-pod gang being created would otherwise get an event
 		// per early member. A group object's own condition has the
@@ -449,8 +459,29 @@ func (pl *Gang) heldEventLater(pod *corev1.Pod) {
 		if short.Key.Kind != groups.LabelKind && !pl.shared.events.groupTurn(short.Key, heldEventInterval) {
 			return
 		}
-		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("%s (%s)", waitingMessage(short), short.Key))
+		pl.podEvent(pod, "WaitingForGang", msg)
 	})
+}
+
+// markPodWaiting writes PodScheduled=False (reason Unschedulable) with msg
+// on a member held in PreEnqueue, once per message. The framework writes
+// pod conditions only for pods it tried, and a held member is never tried.
+func (pl *Gang) markPodWaiting(pod *corev1.Pod, msg string) {
+	if !pl.shared.events.firstCondition(pod.UID, msg) {
+		return
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: msg, LastTransitionTime: metav1.Now(),
+	}}}})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		klog.V(3).InfoS("Could not mark a held gang member as waiting", "pod", klog.KObj(pod), "err", err)
+	}
 }
 
 // heldEventInterval spaces the WaitingForGang events of one held group.
@@ -644,6 +675,8 @@ func (pl *Gang) podEvent(pod *corev1.Pod, reason, msg string) {
 type eventDedup struct {
 	mu   sync.Mutex
 	last map[types.UID]string
+	// conds is last for the PodScheduled conditions of held members.
+	conds map[types.UID]string
 	// pending holds pods with a delayed event scheduled, so a member that
 	// PreEnqueue sees many times gets one timer.
 	pending map[types.UID]bool
@@ -671,7 +704,21 @@ func (d *eventDedup) forgetGroup(k groups.Key) {
 }
 
 func newEventDedup() *eventDedup {
-	return &eventDedup{last: map[types.UID]string{}, pending: map[types.UID]bool{}, groupLast: map[groups.Key]time.Time{}}
+	return &eventDedup{last: map[types.UID]string{}, conds: map[types.UID]string{}, pending: map[types.UID]bool{}, groupLast: map[groups.Key]time.Time{}}
+}
+
+// firstCondition is first for the pod conditions markPodWaiting writes.
+func (d *eventDedup) firstCondition(uid types.UID, msg string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conds[uid] == msg {
+		return false
+	}
+	if len(d.conds) > 100000 {
+		d.conds = map[types.UID]string{}
+	}
+	d.conds[uid] = msg
+	return true
 }
 
 // schedule reports whether a delayed event may be scheduled for uid now.
