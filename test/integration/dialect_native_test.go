@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -180,6 +181,31 @@ func TestNativeDialect(t *testing.T) {
 		_, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, nativeGang("ghost", 1, ""), metav1.CreateOptions{})
 		require.NoError(t, err)
 		eventually(t, 60*time.Second, "bound once the group exists", func() (bool, error) { return boundWithPrefix(t, c, ns, "ghost-") == 1, nil })
+	})
+
+	t.Run("a native gang whose PriorityClass was deleted is held with the same message as Phalanx's", func(t *testing.T) {
+		ns := namespace(t, c)
+		// Upstream's admission refuses a PodGroup naming a missing class, so
+		// the class goes away after the group was admitted.
+		_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: "hihg"}, Value: 10}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pg := nativeGang("typo", 2, "")
+		pg.Spec.PriorityClassName = "hihg"
+		_, err = c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, c.Client.SchedulingV1().PriorityClasses().Delete(ctx, "hihg", metav1.DeleteOptions{}))
+		nativeMembers(t, c, ns, "typo", 2, "1")
+		want := `PriorityClass "hihg" of PodGroup.scheduling.k8s.io ` + ns + `/typo not found: create it or fix priorityClassName`
+		eventually(t, 30*time.Second, "Schedulable=False Invalid on the upstream PodGroup", func() (bool, error) {
+			got, err := c.Client.SchedulingV1beta1().PodGroups(ns).Get(ctx, "typo", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			cond := meta.FindStatusCondition(got.Status.Conditions, "Schedulable")
+			return cond != nil && cond.Reason == "Invalid" && cond.Message == want, nil
+		})
+		assert.Zero(t, boundWithPrefix(t, c, ns, "typo-"))
 	})
 
 	t.Run("a pod naming groups in two dialects is refused with an event", func(t *testing.T) {
