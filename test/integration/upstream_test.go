@@ -936,6 +936,19 @@ func TestUpstreamPodGroupScheduling(t *testing.T) {
 		setMinCount(t, c, ns, "pg-mutable", 4)
 		waitN(t, ns, 4, members...)
 	})
+
+	t.Run("podgroup: gang pods are unschedulable due to lack of space, then scheduled when minCount is decreased", func(t *testing.T) {
+		suite := "u-pg-min-space"
+		ns, _ := setup(t, suite)
+		members := []string{"mut-p1", "mut-p2", "mut-p3", "mut-p4", "mut-p5"}
+		createPodGroup(t, c, ns, upGang("pg-mutable", 5, 100))
+		createAll(t, c, ns, pods(suite, "pg-mutable", 100, members...)...)
+		failedSchedulingFor(t, c, ns, "mut-p1")
+		holdN(t, ns, 0, members...)
+		setMinCount(t, c, ns, "pg-mutable", 4)
+		waitN(t, ns, 4, members...)
+		holdN(t, ns, 4, members...)
+	})
 }
 
 // setMinCount changes a gang's minCount, the one mutable field of its spec.

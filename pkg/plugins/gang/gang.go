@@ -27,6 +27,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -486,11 +487,12 @@ func (pl *Gang) allowWaiting(pod *corev1.Pod) {
 }
 
 // PostFilter runs when a member fits nowhere: it releases the waiting
-// siblings and explains the failure on the group. For gangs it stops any
+// siblings and explains the failure on the group, unless the group's plan
+// left the member out (topology.Surplus). For gangs it stops any
 // later pod-level preemption (DefaultPreemption, in a profile that keeps
 // it) from evicting victims for one member of a gang that cannot be placed
 // as a whole.
-func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	ch, grouped, err := pl.groups.ChainOf(pod)
 	if !grouped {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -498,11 +500,19 @@ func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Po
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s fits on no node; the gang retries as a unit", pod.Namespace, pod.Name))
 	gang := false
 	for _, g := range ch {
 		gang = gang || g.Gang
 	}
+	if gang && topology.Surplus(state) {
+		// The plan reaches the gang's minimum without this member: the
+		// siblings waiting in Permit are the ones planned, and releasing
+		// them would only make the gang start over. The member waits for
+		// room (PhalanxPreemption, before this plugin, may make some).
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			fmt.Sprintf("the gang's plan reaches its minimum without member %s, which waits for room while the planned members go ahead", pod.Name))
+	}
+	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s fits on no node; the gang retries as a unit", pod.Namespace, pod.Name))
 	if !gang {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}

@@ -232,6 +232,7 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 	writeDomains(state, p.domains)
 	node, ok := p.assignments[key]
 	if !ok {
+		MarkSurplus(state)
 		msg := fmt.Sprintf("no room for member %s in its group's domain: %d members placed by the plan", pod.Name, len(p.assignments))
 		if a, grouped, err := groups.Attach(pod); grouped && err == nil {
 			if info, ok := t.groups.Get(a.Key); ok && info.Bound == 0 {
