@@ -248,8 +248,17 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 // tooLarge returns why the pod's leaf gang cannot fit even an empty
 // cluster, "" when it might fit.
 func (pl *Gang) tooLarge(ch groups.Chain) string {
-	leaf := ch.Leaf()
-	rev, known := pl.groups.HierarchyRevision(leaf.Key)
+	key := ch.Leaf().Key
+	// The verdict is remembered under the revision, so the revision is read
+	// before the group it judges: the chain was read earlier, and a
+	// minCount changed in between would otherwise be judged at its old
+	// value and remembered as the new revision's verdict, refusing the
+	// gang at the size it no longer has.
+	rev, known := pl.groups.HierarchyRevision(key)
+	leaf, ok := pl.groups.Get(key)
+	if !ok {
+		return ""
+	}
 	msg, err := pl.shared.capacity.exceeds(leaf, rev, known, func() []*corev1.Pod {
 		return pl.groups.LeafMembers(leaf.Key, groups.Is(groups.Pending, groups.Assumed, groups.Bound))
 	})
