@@ -306,7 +306,11 @@ func (pt *planTerms) signature(c *Constraints, pod *corev1.Pod) string {
 		if a != nil {
 			fmt.Fprintf(&b, "|%v|%v", a.PodAffinity, a.PodAntiAffinity)
 		}
-		fmt.Fprintf(&b, "|%v|%v", pod.Spec.TopologySpreadConstraints, t.ports)
+		b.WriteByte('|')
+		for _, c := range pod.Spec.TopologySpreadConstraints {
+			writeSpread(&b, c)
+		}
+		fmt.Fprintf(&b, "|%v", t.ports)
 		for _, v := range pod.Spec.Volumes {
 			if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
 				fmt.Fprintf(&b, "|v:%s", v.Name)
@@ -315,6 +319,24 @@ func (pt *planTerms) signature(c *Constraints, pod *corev1.Pod) string {
 		fmt.Fprintf(&b, "|%v", pod.Spec.ResourceClaims)
 	}
 	return b.String()
+}
+
+// writeSpread writes a spread constraint field by field: %v of one prints
+// the addresses of its minDomains and inclusion policies, which made every
+// member that sets them a shape of its own, probed on its own.
+func writeSpread(b *strings.Builder, c corev1.TopologySpreadConstraint) {
+	fmt.Fprintf(b, "%d,%q,%q,%s,%v", c.MaxSkew, c.TopologyKey, c.WhenUnsatisfiable, c.LabelSelector.String(), c.MatchLabelKeys)
+	for _, p := range []*string{(*string)(c.NodeAffinityPolicy), (*string)(c.NodeTaintsPolicy)} {
+		if p != nil {
+			fmt.Fprintf(b, ",%q", *p)
+		} else {
+			b.WriteString(",-")
+		}
+	}
+	if c.MinDomains != nil {
+		fmt.Fprintf(b, ",%d", *c.MinDomains)
+	}
+	b.WriteByte(';')
 }
 
 // limits fills a shape's classes and member limits from its representative.
