@@ -54,6 +54,11 @@ func constraintKey(key *strings.Builder, s *Shape) error {
 		for _, d := range slices.Sorted(maps.Keys(l.PerDomain)) {
 			fmt.Fprintf(key, "%q=%d,", d, l.PerDomain[d])
 		}
+		if l.Victims != nil {
+			// A spread can count thousands of running pods; as with node
+			// limits, only shapes holding the same map are merged.
+			fmt.Fprintf(key, "v:%p,%t;", l.Victims, l.FixedFloor)
+		}
 	}
 	if s.BlockedBy != nil {
 		fmt.Fprintf(key, "b:%p;", s.BlockedBy)
@@ -112,7 +117,7 @@ func (p *planner) initConstraints() {
 				}
 				for v, m := range l.PerDomain {
 					if d := p.domainID(key, v); d >= 0 {
-						li.per[d] = clampInt32(m)
+						li.per[d] = clampLimit(m)
 					}
 				}
 			}
@@ -261,4 +266,11 @@ func (p *planner) limiting(s *shapeInfo, nodes []int32) []string {
 
 func clampInt32(v int) int32 {
 	return int32(max(min(v, maxCount), -1))
+}
+
+// clampLimit keeps a domain's limit in 32 bits. Unlike counts it may stay
+// negative: evictions credited to the domain (DomainLimit.Victims) must
+// first make up for the pods it is past the limit.
+func clampLimit(v int) int32 {
+	return int32(max(min(v, maxCount), -maxCount))
 }

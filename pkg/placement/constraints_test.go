@@ -187,3 +187,110 @@ func TestFindVictimsClearsBlockedNodes(t *testing.T) {
 		assert.Contains(t, res.Victims, "blocker")
 	})
 }
+
+func TestFindVictimsCreditsCountedVictims(t *testing.T) {
+	// A topology spread over hostnames that the members (steered to n-0 by
+	// selector) carry and match. Both nodes have room for every member;
+	// only the spread limits them. Max-PerDomain is what each domain counts.
+	const host = "kubernetes.io/hostname"
+	nodes := []placement.Node{
+		mkNode("n-0", placement.Resources{cpu: 16000}, label(host, "n-0"), label("pick", "yes")),
+		mkNode("n-1", placement.Resources{cpu: 16000}, label(host, "n-1")),
+	}
+	spread := func(maxSkew int, counts map[string]int, fixed bool, victims map[string]string) placement.Shape {
+		floor := 0
+		if !fixed {
+			floor = counts["n-0"]
+			for _, n := range counts {
+				floor = min(floor, n)
+			}
+		}
+		per := map[string]int{}
+		for d, n := range counts {
+			per[d] = maxSkew + floor - n
+		}
+		s := cpuShape(1000)
+		s.NodeSelector = map[string]string{"pick": "yes"}
+		s.Classes = []string{"spread"}
+		s.Limits = []placement.DomainLimit{{Key: host, Class: "spread", Max: maxSkew + floor, PerDomain: per,
+			Victims: victims, FixedFloor: fixed, Reason: "topology spread"}}
+		return s
+	}
+	pod := func(key, node string, priority int32) placement.Victim {
+		return placement.Victim{Key: key, Node: node, Requests: placement.Resources{cpu: 100}, Priority: priority}
+	}
+	find := func(t *testing.T, s placement.Shape, members int, victims []placement.Victim, maxUnits int) (*placement.Preemption, error) {
+		t.Helper()
+		return placement.FindVictims(nodes, victims, gang("ns/g", members, members, s), 100, placement.PreemptOptions{MaxUnits: maxUnits})
+	}
+	infeasible := func(t *testing.T, err error) {
+		t.Helper()
+		var inf *placement.Infeasible
+		assert.True(t, errors.As(err, &inf), "want infeasible, got %v", err)
+	}
+
+	t.Run("evicting a counted pod opens its domain by one", func(t *testing.T) {
+		// maxSkew 2 with a floor minDomains holds at zero: n-0 takes one
+		// member beside low, two without it. other is cheaper, but it is
+		// counted where no member may go.
+		s := spread(2, map[string]int{"n-0": 1, "n-1": 1}, true, map[string]string{"low": "n-0", "other": "n-1"})
+		victims := []placement.Victim{pod("low", "n-0", 10), pod("other", "n-1", 5)}
+		_, err := placement.PlanGroup(nodes, gang("ns/g", 2, 2, s), placement.Options{})
+		infeasible(t, err)
+		for _, mode := range searchModes {
+			t.Run(mode.name, func(t *testing.T) {
+				res, err := find(t, s, 2, victims, mode.maxUnits)
+				require.NoError(t, err)
+				assert.Equal(t, []string{"low"}, res.Victims)
+				assert.Equal(t, map[string]int{"n-0": 2}, nodesOf(res.Plan))
+			})
+		}
+	})
+
+	t.Run("emptying the least loaded domain closes every domain by one", func(t *testing.T) {
+		// maxSkew 1: n-0 counts a and b, n-1 counts c, so n-0 is full.
+		// Evicting a opens it for one member. Evicting b too empties n-0
+		// below n-1, and the floor falls with it: still one member, which
+		// a limit that only credited n-0 would have made two.
+		s := spread(1, map[string]int{"n-0": 2, "n-1": 1}, false, map[string]string{"a": "n-0", "b": "n-0", "c": "n-1"})
+		victims := []placement.Victim{pod("a", "n-0", 10), pod("b", "n-0", 20), pod("c", "n-1", 5)}
+		for _, mode := range searchModes {
+			t.Run(mode.name, func(t *testing.T) {
+				res, err := find(t, s, 1, victims, mode.maxUnits)
+				require.NoError(t, err)
+				assert.Equal(t, []string{"a"}, res.Victims)
+				_, err = find(t, s, 2, victims, mode.maxUnits)
+				infeasible(t, err)
+			})
+		}
+	})
+
+	t.Run("a floor minDomains holds does not fall", func(t *testing.T) {
+		s := spread(2, map[string]int{"n-0": 2, "n-1": 1}, true, map[string]string{"a": "n-0", "b": "n-0", "c": "n-1"})
+		victims := []placement.Victim{pod("a", "n-0", 10), pod("b", "n-0", 20), pod("c", "n-1", 5)}
+		res, err := find(t, s, 2, victims, 0)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"a", "b"}, res.Victims)
+	})
+
+	t.Run("a domain past its limit needs every pod it is over evicted", func(t *testing.T) {
+		// Four counted pods, maxSkew 1 over a floor of zero: n-0 is three
+		// past its limit, so one member needs all four evicted.
+		s := spread(1, map[string]int{"n-0": 4, "n-1": 0}, true, map[string]string{"a": "n-0", "b": "n-0", "c": "n-0", "d": "n-0"})
+		var victims []placement.Victim
+		for i, k := range []string{"a", "b", "c", "d"} {
+			victims = append(victims, pod(k, "n-0", int32(i+1)))
+		}
+		res, err := find(t, s, 1, victims, 0)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"a", "b", "c", "d"}, res.Victims)
+		_, err = find(t, s, 2, victims, 0)
+		infeasible(t, err)
+	})
+
+	t.Run("a pod the preemptor may not evict opens nothing", func(t *testing.T) {
+		s := spread(2, map[string]int{"n-0": 1, "n-1": 1}, true, map[string]string{"low": "n-0"})
+		_, err := find(t, s, 2, []placement.Victim{pod("low", "n-0", 100)}, 0)
+		infeasible(t, err)
+	})
+}

@@ -80,8 +80,10 @@ type Preemption struct {
 // evicted, and a unit only if every pod of it is: one pod of priority
 // preemptorPriority or higher makes its whole unit untouchable. A candidate
 // unit must also run on a node of the snapshot where some pending pod of
-// the tree could go (taints, selector and affinity allowing): evicting any
-// other unit cannot change the plan, only its cost.
+// the tree could go (taints, selector and affinity allowing), hold up such
+// a node (Shape.BlockedBy), or be counted by a member limit in a domain
+// where such a pod could go (DomainLimit.Victims, which the eviction opens
+// by one): evicting any other unit cannot change the plan, only its cost.
 //
 // # Cost
 //
@@ -270,6 +272,65 @@ type preemptor struct {
 	// (Shape.BlockedBy): blocks[i] are the entries victim i holds up.
 	blocked []blockedNode
 	blocks  [][]int
+
+	// credits[i] are the member limits victim i is counted in
+	// (DomainLimit.Victims); nil when no limit counts a victim.
+	credits [][]credit
+}
+
+// credit is a domain of a spread limit that counts a victim.
+type credit struct {
+	track *spreadTrack
+	dom   int32
+	// usable: the limit's shape could go to a node of the domain, so
+	// evicting the victim can help the plan.
+	usable bool
+}
+
+// spreadTrack follows the pods a spread limit counts per domain as
+// victims are evicted and restored, and keeps the limit's per-domain room
+// relative to the least loaded domain, as the PodTopologySpread filter
+// judges it.
+type spreadTrack struct {
+	shape *shapeInfo
+	lim   *limitInfo
+	fixed bool
+	left  []int32 // per domain id: counted pods not evicted; -1 outside the comparison
+	// hist counts the compared domains per number of pods left, so the
+	// least of them follows single evictions in O(1).
+	hist  map[int32]int32
+	floor int32
+}
+
+// evict moves one counted pod of domain d out (sign 1) or back (sign -1).
+func (t *spreadTrack) evict(d int32, sign int32) {
+	per := t.lim.per
+	per[d] += sign
+	if t.left[d] < 0 {
+		return
+	}
+	was := t.left[d]
+	now := was - sign
+	t.left[d] = now
+	t.hist[was]--
+	t.hist[now]++
+	if t.fixed {
+		return
+	}
+	shift := int32(0)
+	switch {
+	case sign > 0 && now < t.floor:
+		shift = now - t.floor
+	case sign < 0 && was == t.floor && t.hist[was] == 0:
+		shift = 1
+	}
+	if shift == 0 {
+		return
+	}
+	t.floor += shift
+	for i := range per {
+		per[i] += shift
+	}
 }
 
 // blockedNode is a node a shape may use once left more of its blockers
@@ -304,7 +365,12 @@ func newPreemptor(nodes []Node, victims []Victim, root *Group, prio int32, opts 
 		}
 	}
 
-	s.indexBlockers()
+	byKey := make(map[string]int, len(victims))
+	for i := range victims {
+		byKey[victims[i].Key] = i
+	}
+	s.indexBlockers(byKey)
+	s.indexCredits(byKey)
 	units, err := s.buildUnits(prio)
 	if err != nil {
 		return nil, err
@@ -464,11 +530,8 @@ func (s *preemptor) frees(u *vunit, total []int64) error {
 
 // indexBlockers maps every victim to the blocked nodes it holds up. A node
 // with a blocker that is not a victim can never clear and stays ineligible.
-func (s *preemptor) indexBlockers() {
-	byKey := map[string]int{}
-	for i := range s.victims {
-		byKey[s.victims[i].Key] = i
-	}
+// byKey maps victim keys to their index.
+func (s *preemptor) indexBlockers(byKey map[string]int) {
 	s.blocks = make([][]int, len(s.victims))
 	for _, sh := range s.p.shapes {
 		for _, name := range slices.Sorted(maps.Keys(sh.spec.BlockedBy)) {
@@ -495,6 +558,68 @@ func (s *preemptor) indexBlockers() {
 			s.blocked = append(s.blocked, blockedNode{shape: sh, node: n, left: len(idx)})
 			for _, i := range idx {
 				s.blocks[i] = append(s.blocks[i], b)
+			}
+		}
+	}
+}
+
+// indexCredits maps every victim to the spread limits that count it.
+// Every counted victim is tracked, since evicting it may lower the least
+// loaded domain, but only one counted where the shape could go (a node
+// eligible, or blocked by pods eviction can clear) makes its unit useful:
+// room elsewhere places nothing.
+func (s *preemptor) indexCredits(byKey map[string]int) {
+	p := s.p
+	for _, sh := range p.shapes {
+		for j := range sh.spec.Limits {
+			spec := &sh.spec.Limits[j]
+			if len(spec.Victims) == 0 {
+				continue
+			}
+			li := &sh.limits[j]
+			ctr := p.counters[li.ctr]
+			t := &spreadTrack{shape: sh, lim: li, fixed: spec.FixedFloor, left: make([]int32, len(ctr.cnt)), hist: map[int32]int32{}}
+			for d := range t.left {
+				t.left[d] = -1
+			}
+			if li.per == nil {
+				li.per = make([]int32, len(ctr.cnt))
+				for d := range li.per {
+					li.per[d] = li.max
+				}
+			}
+			first := true
+			for v, room := range spec.PerDomain {
+				d := p.domainID(ctr.key, v)
+				if d < 0 {
+					continue
+				}
+				n := max(0, clampLimit(spec.Max-room))
+				t.left[d] = n
+				t.hist[n]++
+				if first || n < t.floor {
+					t.floor, first = n, false
+				}
+			}
+			usable := make([]bool, len(ctr.cnt))
+			for n := range p.nodes {
+				if d := p.domainOf(ctr, int32(n)); d >= 0 && (sh.eligible[n] || sh.tolerable(int32(n))) {
+					usable[d] = true
+				}
+			}
+			for k, value := range spec.Victims {
+				i, ok := byKey[k]
+				if !ok {
+					continue
+				}
+				d := p.domainID(ctr.key, value)
+				if d < 0 {
+					continue
+				}
+				if s.credits == nil {
+					s.credits = make([][]credit, len(s.victims))
+				}
+				s.credits[i] = append(s.credits[i], credit{track: t, dom: d, usable: usable[d]})
 			}
 		}
 	}
@@ -536,6 +661,18 @@ func (s *preemptor) useful(u *vunit) bool {
 				}
 			}
 		}
+		if s.credits != nil {
+			for _, c := range s.credits[i] {
+				if !c.usable {
+					continue
+				}
+				for _, d := range s.demand {
+					if s.p.shapes[d.shape] == c.track.shape {
+						return true
+					}
+				}
+			}
+		}
 	}
 	for _, f := range u.frees {
 		for _, d := range s.demand {
@@ -571,6 +708,13 @@ func (s *preemptor) apply(u *vunit, sign int64) {
 	p := s.p
 	if len(s.blocked) > 0 {
 		s.unblock(u, int(sign))
+	}
+	if s.credits != nil {
+		for _, i := range u.pods {
+			for _, c := range s.credits[i] {
+				c.track.evict(c.dom, int32(sign))
+			}
+		}
 	}
 	for _, f := range u.frees {
 		n := int(f.node)

@@ -72,8 +72,21 @@ type DomainLimit struct {
 	Max   int
 	// PerDomain overrides Max for the named domains (label values), e.g.
 	// the room a topology spread constraint leaves once running pods are
-	// counted.
+	// counted. A negative value is a domain that many pods past the limit
+	// already: it stays closed until evictions (Victims) bring it back.
 	PerDomain map[string]int
+	// Victims are running pods the limit counts that FindVictims may
+	// evict, by Victim.Key, each with the domain value it is counted in.
+	// PlanGroup ignores them. A limit with victims is a topology spread:
+	// PerDomain lists every domain it compares, Max-PerDomain[d] being the
+	// pods counted in d, and every domain's limit is relative to the least
+	// of those counts. Evicting a victim opens its domain by one; when that
+	// lowers the least count, every domain closes by one, unless
+	// FixedFloor.
+	Victims map[string]string
+	// FixedFloor says the least count is taken as zero whatever is evicted
+	// (a spread's minDomains above the domains there are).
+	FixedFloor bool
 	// Reason words the constraint for messages, e.g. "one member per
 	// kubernetes.io/hostname (pod anti-affinity)".
 	Reason string

@@ -280,6 +280,14 @@ func TestUpstreamPodGroupPreemption(t *testing.T) {
 	inZoneGang := func(pg *v1alpha1.PodGroup) {
 		pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{Topology: topo(zoneKey)}
 	}
+	foo := map[string]string{"app": "foo"}
+	// spreadMinDomains is upstream's spread: maxSkew 2 over hostnames,
+	// counting app=foo, with more domains required than exist, so the
+	// least loaded domain counts as empty.
+	spreadMinDomains := func(p *corev1.Pod) {
+		spreadOn(sandbox.HostnameLabel, 2, foo)(p)
+		p.Spec.TopologySpreadConstraints[0].MinDomains = ptr.To[int32](10)
+	}
 
 	cases := []upPreemption{
 		{
@@ -510,6 +518,39 @@ func TestUpstreamPodGroupPreemption(t *testing.T) {
 			},
 			preemptors: members("preemptor-", "preemptor-pg", 2, 100, "1500m", hostPort(8080)),
 			evicted:    []string{"initial-pod"}, bound: 2,
+		},
+		{
+			// The members' own spread counts initial-pod: with it, node 1
+			// would hold three app=foo pods, one more than maxSkew 2 above
+			// the empty domains minDomains 10 implies. There is room for
+			// it; only the spread makes it a victim.
+			name:  "Gang scheduling: preemption with pod topology spread constraints",
+			nodes: 2, nodeCPU: "16",
+			groups: []*v1alpha1.PodGroup{upGang("preemptor-pg", 2, 100)},
+			initial: func(suite string, nodes []string) []*corev1.Pod {
+				return []*corev1.Pod{upPod("initial-pod", suite, "", 10, "1", withLabels(foo), onNode(nodes[0]))}
+			},
+			preemptors: func(suite string, nodes []string) []*corev1.Pod {
+				return members("preemptor-", "preemptor-pg", 2, 100, "1", withLabels(foo), selectHost(nodes[0]), spreadMinDomains)(suite, nodes)
+			},
+			evicted: []string{"initial-pod"}, bound: 2,
+		},
+		{
+			// initial-pod-2 has the lower priority, but on node 2 it adds
+			// nothing to node 1's count: it stays.
+			name:  "Gang scheduling: preemption with pod topology spread constraints, single reprieve",
+			nodes: 2, nodeCPU: "16",
+			groups: []*v1alpha1.PodGroup{upGang("preemptor-pg", 2, 100)},
+			initial: func(suite string, nodes []string) []*corev1.Pod {
+				return []*corev1.Pod{
+					upPod("initial-pod", suite, "", 10, "1", withLabels(foo), onNode(nodes[0])),
+					upPod("initial-pod-2", suite, "", 5, "1", withLabels(foo), onNode(nodes[1])),
+				}
+			},
+			preemptors: func(suite string, nodes []string) []*corev1.Pod {
+				return members("preemptor-", "preemptor-pg", 2, 100, "1", withLabels(foo), selectHost(nodes[0]), spreadMinDomains)(suite, nodes)
+			},
+			evicted: []string{"initial-pod"}, kept: []string{"initial-pod-2"}, bound: 2,
 		},
 		{
 			// Upstream removes the group while its first members bind so the
@@ -935,6 +976,19 @@ func TestUpstreamPodGroupScheduling(t *testing.T) {
 		holdN(t, ns, 0, members...)
 		setMinCount(t, c, ns, "pg-mutable", 4)
 		waitN(t, ns, 4, members...)
+	})
+
+	t.Run("podgroup: gang pods are unschedulable due to lack of space, then scheduled when minCount is decreased", func(t *testing.T) {
+		suite := "u-pg-min-space"
+		ns, _ := setup(t, suite)
+		members := []string{"mut-p1", "mut-p2", "mut-p3", "mut-p4", "mut-p5"}
+		createPodGroup(t, c, ns, upGang("pg-mutable", 5, 100))
+		createAll(t, c, ns, pods(suite, "pg-mutable", 100, members...)...)
+		failedSchedulingFor(t, c, ns, "mut-p1")
+		holdN(t, ns, 0, members...)
+		setMinCount(t, c, ns, "pg-mutable", 4)
+		waitN(t, ns, 4, members...)
+		holdN(t, ns, 4, members...)
 	})
 }
 

@@ -9,9 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 )
@@ -118,4 +120,41 @@ func TestCapacityVerdictFollowsNodes(t *testing.T) {
 
 	c.forget(g.Key)
 	assert.Zero(t, c.size())
+}
+
+// TestCapacityVerdictFollowsMinCount: a gang of five one-cpu members on a
+// four-cpu node is refused for its size until its minCount drops to four,
+// also when the drop lands between the moment PreFilter read the group and
+// the moment it judges it.
+func TestCapacityVerdictFollowsMinCount(t *testing.T) {
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, store.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")}}}))
+	fed := groups.NewFed()
+	pl := &Gang{groups: fed, shared: &shared{capacity: newCapacity(corelisters.NewNodeLister(store))}}
+	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pg", UID: "pg"}}
+	pg.Spec.SchedulingPolicy.Gang = &v1alpha1.GangSchedulingPolicy{MinCount: 5}
+	fed.OnPodGroup(pg)
+	var members []*corev1.Pod
+	for i := range 5 {
+		p := requesting("1", "")
+		p.Namespace, p.Name, p.UID = "ns", fmt.Sprintf("m-%d", i), types.UID(fmt.Sprintf("m-%d", i))
+		p.Labels = map[string]string{v1alpha1.PodGroupLabel: "pg"}
+		fed.OnPod(p)
+		members = append(members, p)
+	}
+	chainOf := func() groups.Chain {
+		ch, grouped, err := fed.ChainOf(members[0])
+		require.True(t, grouped)
+		require.NoError(t, err)
+		return ch
+	}
+	assert.Equal(t, "needs 5 pods of 1 cpu; the cluster's allocatable holds at most 4 (1 nodes)", pl.tooLarge(chainOf()))
+
+	stale := chainOf()
+	pg = pg.DeepCopy()
+	pg.Spec.SchedulingPolicy.Gang.MinCount = 4
+	fed.OnPodGroup(pg)
+	assert.Empty(t, pl.tooLarge(stale), "the group as it is now is judged")
+	assert.Empty(t, pl.tooLarge(chainOf()), "and no verdict on the old minCount is remembered")
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -256,8 +257,17 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 // tooLarge returns why the pod's leaf gang cannot fit even an empty
 // cluster, "" when it might fit.
 func (pl *Gang) tooLarge(ch groups.Chain) string {
-	leaf := ch.Leaf()
-	rev, known := pl.groups.HierarchyRevision(leaf.Key)
+	key := ch.Leaf().Key
+	// The verdict is remembered under the revision, so the revision is read
+	// before the group it judges: the chain was read earlier, and a
+	// minCount changed in between would otherwise be judged at its old
+	// value and remembered as the new revision's verdict, refusing the
+	// gang at the size it no longer has.
+	rev, known := pl.groups.HierarchyRevision(key)
+	leaf, ok := pl.groups.Get(key)
+	if !ok {
+		return ""
+	}
 	msg, err := pl.shared.capacity.exceeds(leaf, rev, known, func() []*corev1.Pod {
 		return pl.groups.LeafMembers(leaf.Key, groups.Is(groups.Pending, groups.Assumed, groups.Bound))
 	})
@@ -527,11 +537,12 @@ func (pl *Gang) allowWaiting(pod *corev1.Pod) {
 }
 
 // PostFilter runs when a member fits nowhere: it releases the waiting
-// siblings and explains the failure on the group. For gangs it stops any
+// siblings and explains the failure on the group, unless the group's plan
+// left the member out (topology.Surplus). For gangs it stops any
 // later pod-level preemption (DefaultPreemption, in a profile that keeps
 // it) from evicting victims for one member of a gang that cannot be placed
 // as a whole.
-func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	ch, grouped, err := pl.groups.ChainOf(pod)
 	if !grouped {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -539,11 +550,19 @@ func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Po
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s fits on no node; the gang retries as a unit", pod.Namespace, pod.Name))
 	gang := false
 	for _, g := range ch {
 		gang = gang || g.Gang
 	}
+	if gang && topology.Surplus(state) {
+		// The plan reaches the gang's minimum without this member: the
+		// siblings waiting in Permit are the ones planned, and releasing
+		// them would only make the gang start over. The member waits for
+		// room (PhalanxPreemption, before this plugin, may make some).
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			fmt.Sprintf("the gang's plan reaches its minimum without member %s, which waits for room while the planned members go ahead", pod.Name))
+	}
+	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s fits on no node; the gang retries as a unit", pod.Namespace, pod.Name))
 	if !gang {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}

@@ -279,14 +279,15 @@ func everyMember(g *placement.Group) *placement.Group {
 // removed, then put back while the filters still pass.
 func (p *Preemption) constraints(ctx context.Context, infos []fwk.NodeInfo, members map[types.UID]bool, prio int32) *topology.Constraints {
 	c := topology.ClusterConstraints(ctx, p.handle, p.prober, infos)
+	c.Evictable = func(v *corev1.Pod) bool {
+		return !members[v.UID] && v.DeletionTimestamp == nil && p.victimOf(v).priority < prio
+	}
 	c.Blockers = func(pod *corev1.Pod, node string) ([]string, bool) {
 		ni, err := p.handle.SnapshotSharedLister().NodeInfos().Get(node)
 		if err != nil {
 			return nil, false
 		}
-		blockers, ok, err := p.prober.Blockers(ctx, pod, ni, func(v *corev1.Pod) bool {
-			return !members[v.UID] && v.DeletionTimestamp == nil && p.victimOf(v).priority < prio
-		})
+		blockers, ok, err := p.prober.Blockers(ctx, pod, ni, c.Evictable)
 		if err != nil || !ok {
 			return nil, false
 		}

@@ -47,6 +47,10 @@ type Constraints struct {
 	// evict would clear a node the probe refused the pod on (their
 	// PodKeys); ok is false when evicting cannot clear it.
 	Blockers func(pod *corev1.Pod, node string) (keys []string, ok bool)
+	// Evictable, for preemption, says whether the preemptor may evict a
+	// running pod. Member limits that count such pods (topology spread)
+	// then name them, so the victim search credits their domains.
+	Evictable func(pod *corev1.Pod) bool
 }
 
 // clearable are the filters whose refusals come from other pods, which
@@ -306,7 +310,11 @@ func (pt *planTerms) signature(c *Constraints, pod *corev1.Pod) string {
 		if a != nil {
 			fmt.Fprintf(&b, "|%v|%v", a.PodAffinity, a.PodAntiAffinity)
 		}
-		fmt.Fprintf(&b, "|%v|%v", pod.Spec.TopologySpreadConstraints, t.ports)
+		b.WriteByte('|')
+		for _, c := range pod.Spec.TopologySpreadConstraints {
+			writeSpread(&b, c)
+		}
+		fmt.Fprintf(&b, "|%v", t.ports)
 		for _, v := range pod.Spec.Volumes {
 			if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
 				fmt.Fprintf(&b, "|v:%s", v.Name)
@@ -315,6 +323,24 @@ func (pt *planTerms) signature(c *Constraints, pod *corev1.Pod) string {
 		fmt.Fprintf(&b, "|%v", pod.Spec.ResourceClaims)
 	}
 	return b.String()
+}
+
+// writeSpread writes a spread constraint field by field: %v of one prints
+// the addresses of its minDomains and inclusion policies, which made every
+// member that sets them a shape of its own, probed on its own.
+func writeSpread(b *strings.Builder, c corev1.TopologySpreadConstraint) {
+	fmt.Fprintf(b, "%d,%q,%q,%s,%v", c.MaxSkew, c.TopologyKey, c.WhenUnsatisfiable, c.LabelSelector.String(), c.MatchLabelKeys)
+	for _, p := range []*string{(*string)(c.NodeAffinityPolicy), (*string)(c.NodeTaintsPolicy)} {
+		if p != nil {
+			fmt.Fprintf(b, ",%q", *p)
+		} else {
+			b.WriteString(",-")
+		}
+	}
+	if c.MinDomains != nil {
+		fmt.Fprintf(b, ",%d", *c.MinDomains)
+	}
+	b.WriteByte(';')
 }
 
 // limits fills a shape's classes and member limits from its representative.
@@ -358,9 +384,15 @@ func (pt *planTerms) limits(c *Constraints, rep *corev1.Pod, s *placement.Shape)
 // when the gang is no larger than maxSkew times the domains, and keeps a
 // larger gang from being planned into a skew the filter would refuse
 // (docs/user-guide.md, topology spread).
+//
+// For preemption (c.Evictable set) the counted pods the gang may evict are
+// named in the limit: the victim search opens a domain by one for each it
+// evicts there, and closes every domain by one when an eviction lowers the
+// least loaded one.
 func (c *Constraints) spreadLimit(rep *corev1.Pod, sp spreadTerm, self bool) placement.DomainLimit {
 	key := sp.c.TopologyKey
 	counts := map[string]int{}
+	var victims map[string]string
 	var aff nodeaffinity.RequiredNodeAffinity
 	honorAffinity := sp.c.NodeAffinityPolicy == nil || *sp.c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor
 	if honorAffinity {
@@ -386,8 +418,15 @@ func (c *Constraints) spreadLimit(rep *corev1.Pod, sp spreadTerm, self bool) pla
 			}
 			for _, pi := range ni.GetPods() {
 				p := pi.GetPod()
-				if p.Namespace == sp.ns && p.DeletionTimestamp == nil && sp.selector.Matches(labels.Set(p.Labels)) {
-					counts[v]++
+				if p.Namespace != sp.ns || p.DeletionTimestamp != nil || !sp.selector.Matches(labels.Set(p.Labels)) {
+					continue
+				}
+				counts[v]++
+				if c.Evictable != nil && c.Evictable(p) {
+					if victims == nil {
+						victims = map[string]string{}
+					}
+					victims[PodKey(p)] = v
 				}
 			}
 		}
@@ -399,7 +438,8 @@ func (c *Constraints) spreadLimit(rep *corev1.Pod, sp spreadTerm, self bool) pla
 			minCount, first = n, false
 		}
 	}
-	if sp.c.MinDomains != nil && len(counts) < int(*sp.c.MinDomains) {
+	fixedFloor := sp.c.MinDomains != nil && len(counts) < int(*sp.c.MinDomains)
+	if fixedFloor {
 		minCount = 0
 	}
 	skew := int(sp.c.MaxSkew)
@@ -414,10 +454,17 @@ func (c *Constraints) spreadLimit(rep *corev1.Pod, sp spreadTerm, self bool) pla
 		Class:     "spread:" + sp.id,
 		Max:       skew + minCount + extra,
 		PerDomain: map[string]int{},
-		Reason:    fmt.Sprintf("topology spread on %s: at most maxSkew %d above the least loaded domain", key, skew),
+		Victims:   victims,
+		// Evictions cannot add domains, so the floor minDomains imposes
+		// stays.
+		FixedFloor: fixedFloor,
+		Reason:     fmt.Sprintf("topology spread on %s: at most maxSkew %d above the least loaded domain", key, skew),
 	}
 	for v, n := range counts {
-		l.PerDomain[v] = max(0, skew+minCount+extra-n)
+		// Not clamped at zero: the victim search reads the counts back
+		// from these, and a domain past the limit must be brought back
+		// before it opens.
+		l.PerDomain[v] = skew + minCount + extra - n
 	}
 	return l
 }

@@ -103,7 +103,10 @@ func fingerprintOf(infos []fwk.NodeInfo) fingerprint {
 }
 
 type plan struct {
-	created     time.Time
+	created time.Time
+	// rev is the hierarchy revision the plan was made at; an infeasible
+	// plan answers only for that revision.
+	rev         uint64
 	snapshot    fingerprint
 	assignments map[string]string // pod key -> node
 	domains     map[string]string // group key string -> domain value
@@ -232,6 +235,7 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 	writeDomains(state, p.domains)
 	node, ok := p.assignments[key]
 	if !ok {
+		MarkSurplus(state)
 		msg := fmt.Sprintf("no room for member %s in its group's domain: %d members placed by the plan", pod.Name, len(p.assignments))
 		if a, grouped, err := groups.Attach(pod); grouped && err == nil {
 			if info, ok := t.groups.Get(a.Key); ok && info.Bound == 0 {
@@ -253,8 +257,13 @@ func (t *Topology) usablePlan(root groups.Key, key string) *plan {
 	}
 	age := time.Since(p.created)
 	if p.infeasible != nil {
+		// A group change drops the plan (groupChanged), but a plan made
+		// from the hierarchy as it was just before can be stored after
+		// that; reused, it would refuse the gang at its old size until
+		// the cluster changes.
+		rev, known := t.groups.HierarchyRevision(root)
 		infos, err := t.handle.SnapshotSharedLister().NodeInfos().List()
-		if err == nil && age < infeasibleReuse && fingerprintOf(infos) == p.snapshot {
+		if err == nil && known && rev == p.rev && age < infeasibleReuse && fingerprintOf(infos) == p.snapshot {
 			return p
 		}
 		return nil
@@ -274,6 +283,9 @@ func (t *Topology) usablePlan(root groups.Key, key string) *plan {
 
 func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Status) {
 	logger := klog.FromContext(ctx)
+	// Read before the tree, so the plan never claims a newer revision than
+	// the hierarchy it was made from.
+	rev, _ := t.groups.HierarchyRevision(root)
 	tree, err := t.groups.TreeOf(root)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
@@ -294,7 +306,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	start := time.Now()
 	result, err := table.Plan(input, reserved, t.opts)
 	planDuration.Observe(time.Since(start).Seconds())
-	p := &plan{created: time.Now(), snapshot: fingerprintOf(infos)}
+	p := &plan{created: time.Now(), rev: rev, snapshot: fingerprintOf(infos)}
 	var inf *placement.Infeasible
 	switch {
 	case errors.As(err, &inf):

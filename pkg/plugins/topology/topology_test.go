@@ -118,3 +118,31 @@ func TestPodsWithAdmissionDefaultTolerationsShareAShape(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, g.Shapes, 2, "a different tolerationSeconds is a different shape")
 }
+
+func TestMembersWithSpreadPointersShareAShape(t *testing.T) {
+	// Every member decoded from the API has its own minDomains and
+	// inclusion-policy pointers.
+	member := func(name string, minDomains int32) groups.Member {
+		p := testPod(name, "1", "")
+		p.Labels = map[string]string{"app": "foo"}
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector:      &metav1.LabelSelector{MatchLabels: map[string]string{"app": "foo"}},
+			MinDomains:         ptr.To(minDomains),
+			NodeAffinityPolicy: ptr.To(corev1.NodeInclusionPolicyHonor),
+		}}
+		return groups.Member{Pod: p, State: groups.Pending}
+	}
+	tree := &groups.Tree{
+		Info:    groups.Info{Key: groups.Key{Kind: groups.PodGroupKind, Namespace: "ns", Name: "g"}, Gang: true, MinCount: 3},
+		Members: []groups.Member{member("a", 3), member("b", 3), member("c", 3)},
+	}
+	g, _, err := BuildInput(tree, &Constraints{})
+	require.NoError(t, err)
+	assert.Len(t, g.Shapes, 1, "one template is one shape, probed once")
+
+	tree.Members = append(tree.Members, member("d", 4))
+	g, _, err = BuildInput(tree, &Constraints{})
+	require.NoError(t, err)
+	assert.Len(t, g.Shapes, 2, "a different minDomains is a different shape")
+}
