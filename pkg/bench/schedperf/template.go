@@ -38,7 +38,7 @@ var templateFuncs = template.FuncMap{
 			return 0, err
 		}
 		if int(y) == 0 {
-			return 0, errors.New("Mod: division by zero")
+			return 0, errors.New("modulo by zero")
 		}
 		return int(x) % int(y), nil
 	},
