@@ -15,7 +15,7 @@ FUZZ_TARGETS = \
 	./pkg/placement:FuzzFindVictims
 FUZZTIME ?= 10s
 
-.PHONY: all build generate verify lint test test-unit fuzz test-integration soak run clean tools image scheduler-plugins
+.PHONY: all build generate verify lint test test-unit fuzz test-integration soak run clean tools image scheduler-plugins upstream-perf
 
 all: build
 
@@ -51,8 +51,10 @@ lint: tools
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
+# pkg/bench's own tests link the API server (through pkg/sandbox), so they
+# run here rather than in test-unit.
 test-integration:
-	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./test/integration/...
+	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./test/integration/... ./pkg/bench/
 
 # Each fuzz target for FUZZTIME past its seed corpus (testdata/fuzz/<Target>
 # beside it; test-unit runs the corpus too). A failing input is written
@@ -73,6 +75,23 @@ test: test-unit fuzz test-integration
 # The randomized invariant runner with 200 seeds (make test runs 20).
 soak:
 	PHALANX_RANDOM_SEEDS=200 $(GO) test -count=1 -timeout 90m -run TestRandomizedInvariants -v ./test/integration/ | grep -E '^(---|===|PASS|FAIL|ok)|seeds run'
+
+# Upstream kube-scheduler's own scheduler_perf workloads
+# (podgroup/{gangscheduling,basicscheduling,tas} and workload_preemption),
+# read from the k8s.io/kubernetes module at run time and replayed under
+# Phalanx and under upstream's kube-scheduler v1.37.2 on the same objects,
+# with upstream's metrics side by side. The default is upstream's
+# performance set (5,000 nodes; hours on 2 cores); PERF_WORKLOADS narrows it
+# by name, e.g. PERF_WORKLOADS=3000Pods,Preemption. make test runs the
+# integration-sized ones (TestUpstreamSchedulerPerfWorkloads).
+PERF_LABELS ?= performance
+PERF_WORKLOADS ?=
+PERF_ARMS ?= phalanx-proc,upstream
+PERF_JSON ?= .phalanx/upstream-perf.json
+upstream-perf:
+	$(GO) build -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
+	@mkdir -p $(dir $(PERF_JSON))
+	$(BIN)/phalanx-sim upstream-perf --labels '$(PERF_LABELS)' --workloads '$(PERF_WORKLOADS)' --arms $(PERF_ARMS) --json $(PERF_JSON)
 
 # The demo: every built-in scenario (tfjob, deadlock, balloons, multilevel)
 # on an in-process sandbox, with PASS/FAIL per expectation and an HTML

@@ -25,6 +25,7 @@ func benchCommand(args []string) error {
 	armsFlag := fs.String("arms", "phalanx,upstream,ceiling", "arms to run: phalanx, upstream, ceiling, phalanx-proc (Phalanx as a child process, to compare memory), scheduler-plugins (sigs.k8s.io/scheduler-plugins "+bench.SchedulerPluginsVersion+" Coscheduling, a v1.34 scheduler, and its PodGroup controller; skips topology cases)")
 	jsonOut := fs.String("json", "", "write the results to this JSON file")
 	arrival := fs.String("arrival", report.ArrivalPrecreated, "how pods arrive: precreated (all created before the scheduler starts) or live (the scheduler starts and is ready, then the harness creates the pods); preemption cases are always live")
+	dialect := fs.String("dialect", bench.DialectPhalanx, "the API the Phalanx arms' gangs are written in: phalanx (its PodGroup CRDs and pod-group label) or native (scheduling.k8s.io/v1beta1 PodGroups and spec.schedulingGroup, the very objects the upstream arm gets)")
 	repeat := fs.Int("repeat", 1, "run every case N times, interleaving the arms (A B C A B C ...)")
 	gates := fs.String("upstream-gates", bench.DefaultUpstreamGates, "feature gates of the upstream kube-scheduler")
 	phalanxGates := fs.String("phalanx-gates", "", "feature gates added to the phalanx-proc arm's (to measure a gate's effect on Phalanx)")
@@ -86,6 +87,7 @@ func benchCommand(args []string) error {
 		Arms:                       arms,
 		Repeat:                     *repeat,
 		Arrival:                    *arrival,
+		Dialect:                    *dialect,
 		UpstreamGates:              *gates,
 		PhalanxGates:               *phalanxGates,
 		PhalanxConfig:              phalanxCfg,
@@ -109,7 +111,8 @@ func benchCommand(args []string) error {
 	}
 	file.Results = h.Run(ctx, cases)
 	fmt.Printf("\nMachine: %d CPUs (%s), %d GiB, %s\n", file.Machine.CPUs, file.Machine.CPUModel, file.Machine.MemoryKiB>>20, file.Machine.GoVersion)
-	fmt.Printf("Upstream kube-scheduler feature gates: %s (preemption cases add %s)\n\n", *gates, bench.PreemptionUpstreamGates)
+	fmt.Printf("Upstream kube-scheduler feature gates: %s (preemption cases add %s)\n", *gates, bench.PreemptionUpstreamGates)
+	fmt.Printf("Phalanx arms' gangs written as: %s\n\n", dialectDescription(*dialect))
 	if err := report.WriteTable(os.Stdout, file.Results); err != nil {
 		return err
 	}
@@ -151,4 +154,11 @@ func printFromJSON(path string) error {
 	fmt.Printf("%s\nMachine: %d CPUs (%s), %d GiB, %s; started %s\n\n", file.Command, file.Machine.CPUs, file.Machine.CPUModel,
 		file.Machine.MemoryKiB>>20, file.Machine.GoVersion, file.Started.Format(time.RFC3339))
 	return report.WriteTable(os.Stdout, file.Results)
+}
+
+func dialectDescription(d string) string {
+	if d == bench.DialectNative {
+		return "scheduling.k8s.io/v1beta1 PodGroups and spec.schedulingGroup (native, as the upstream arm)"
+	}
+	return "scheduling.phalanx.dev/v1alpha1 PodGroups and the pod-group label"
 }

@@ -26,6 +26,7 @@ Usage:
   phalanx-sim up [flags]   start the sandbox and serve until Ctrl-C
   phalanx-sim run [flags] <file | name | all>   run scenarios and check their expectations (--list, --report)
   phalanx-sim bench [flags] compare Phalanx with upstream kube-scheduler and the bind ceiling
+  phalanx-sim upstream-perf [flags] replay upstream's own scheduler_perf workloads under Phalanx and upstream
 
 Run "phalanx-sim <command> -h" for the flags of a command.
 `
@@ -43,6 +44,8 @@ func main() {
 		err = runCommand(os.Args[2:])
 	case "bench":
 		err = benchCommand(os.Args[2:])
+	case "upstream-perf":
+		err = upstreamPerfCommand(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 	default:

@@ -11,7 +11,9 @@
 //
 //   - phalanx: the Phalanx scheduler in this process (sandbox StartScheduler,
 //     config/second-scheduler.yaml), pods attached to Phalanx PodGroups by
-//     the scheduling.phalanx.dev/pod-group label;
+//     the scheduling.phalanx.dev/pod-group label, or with Options.Dialect
+//     native to the upstream arm's scheduling.k8s.io/v1beta1 PodGroups by
+//     spec.schedulingGroup;
 //   - upstream: kube-scheduler v1.37.2 built from k8s.io/kubernetes and run
 //     as a child process (its feature gates are process-global), on native
 //     scheduling.k8s.io/v1beta1 PodGroups and spec.schedulingGroup;
@@ -71,6 +73,12 @@ const (
 	ArmSchedulerPlugins Arm = report.ArmSchedulerPlugins
 )
 
+// Dialects of Options.Dialect.
+const (
+	DialectPhalanx = "phalanx"
+	DialectNative  = "native"
+)
+
 // DefaultArms are measured when Options.Arms is empty.
 var DefaultArms = []Arm{ArmPhalanx, ArmUpstream, ArmCeiling}
 
@@ -122,6 +130,11 @@ type Options struct {
 	// Arrival is the cases' arrival mode (report.ArrivalPrecreated, the
 	// default, or report.ArrivalLive); a case may fix its own.
 	Arrival string
+	// Dialect is the API the Phalanx arms' gangs are written in:
+	// DialectPhalanx (the default: Phalanx PodGroup CRDs and the pod-group
+	// label) or DialectNative (scheduling.k8s.io/v1beta1 PodGroups and
+	// spec.schedulingGroup, the very objects the upstream arm gets).
+	Dialect string
 	// KubeScheduler and PhalanxScheduler are prebuilt binaries for the
 	// child-process arms. When empty they are built (go build, cached)
 	// from this module into CacheDir.
@@ -178,6 +191,13 @@ func New(ctx context.Context, opts Options) (*Harness, error) {
 	case report.ArrivalPrecreated, report.ArrivalLive:
 	default:
 		return nil, fmt.Errorf("unknown arrival mode %q: want %s or %s", opts.Arrival, report.ArrivalPrecreated, report.ArrivalLive)
+	}
+	switch opts.Dialect {
+	case "":
+		opts.Dialect = DialectPhalanx
+	case DialectPhalanx, DialectNative:
+	default:
+		return nil, fmt.Errorf("unknown dialect %q: want %s or %s", opts.Dialect, DialectPhalanx, DialectNative)
 	}
 	if opts.BinderWorkers < 1 {
 		opts.BinderWorkers = 32
@@ -285,7 +305,14 @@ func (h *Harness) Run(ctx context.Context, cases []Case) []report.Result {
 func (h *Harness) RunCase(ctx context.Context, c Case, arm Arm, run int) report.Result {
 	res := report.Result{Case: c.Name, Arm: string(arm), Run: run, Arrival: c.arrival(h.opts.Arrival),
 		Nodes: c.NodeCount(), Pods: c.PodCount(), Groups: c.GangCount()}
+	c.dialect = h.opts.Dialect
+	if arm == ArmPhalanx || arm == ArmPhalanxProcess {
+		res.Dialect = c.dialect
+	}
 	tag := fmt.Sprintf("%s [%s, %s #%d]", c.Name, arm, res.Arrival, run)
+	if res.Dialect == DialectNative {
+		tag = fmt.Sprintf("%s [%s on native objects, %s #%d]", c.Name, arm, res.Arrival, run)
+	}
 	if c.Preemption != nil && arm == ArmCeiling {
 		res.Skipped = "the bind ceiling does not preempt"
 		h.opts.Logf("%s: skipped: %s", tag, res.Skipped)

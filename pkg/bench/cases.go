@@ -68,6 +68,9 @@ type Case struct {
 	// Timeout bounds one arm's measured window; Stall ends it early when no
 	// pod has bound for that long.
 	Timeout, Stall time.Duration
+
+	// dialect is the harness's Options.Dialect for this run.
+	dialect string
 }
 
 // Preemption is a preemption case's filler: LowGangs gangs of LowGangSize

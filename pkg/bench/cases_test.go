@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
@@ -65,4 +68,51 @@ func TestCeilingPlanKeepsAntiAffineGangsOnePerNode(t *testing.T) {
 			seen[nodeOf[m]] = true
 		}
 	}
+}
+
+// With the native dialect the Phalanx arms get the upstream arm's very
+// objects: the same spec.schedulingGroup and no Phalanx label; only the
+// scheduler name differs.
+func TestNativeDialectPodsMatchUpstream(t *testing.T) {
+	c := Case{Gangs: 1, PodsPerGang: 3, AntiAffinity: true, dialect: DialectNative}
+	up := benchPod(c, "gang-0-0", "gang-0", ArmUpstream, "bench-high")
+	for _, arm := range []Arm{ArmPhalanx, ArmPhalanxProcess} {
+		ph := benchPod(c, "gang-0-0", "gang-0", arm, "bench-high")
+		require.NotNil(t, ph.Spec.SchedulingGroup)
+		assert.Equal(t, "gang-0", *ph.Spec.SchedulingGroup.PodGroupName)
+		assert.NotContains(t, ph.Labels, v1alpha1.PodGroupLabel)
+		assert.Equal(t, phalanxSchedulerName, ph.Spec.SchedulerName)
+		ph.Spec.SchedulerName = up.Spec.SchedulerName
+		assert.Equal(t, up, ph, "identical apart from the scheduler name")
+	}
+	plain := benchPod(c, "pod-0", "", ArmPhalanx, "")
+	assert.Nil(t, plain.Spec.SchedulingGroup, "a plain pod joins no group")
+}
+
+// A scheduler_perf workload's pods name no scheduler (or the profiles of
+// the workload's own configuration): Phalanx's profile serves those names.
+func TestPhalanxPerfConfigServesTheWorkloadsProfiles(t *testing.T) {
+	parse := func(data []byte) []map[string]any {
+		var cfg struct {
+			Profiles []map[string]any `json:"profiles"`
+		}
+		require.NoError(t, yaml.Unmarshal(data, &cfg))
+		return cfg.Profiles
+	}
+	out, err := phalanxPerfConfig(phalanxConfig(), "")
+	require.NoError(t, err)
+	profiles := parse(out)
+	require.Len(t, profiles, 1)
+	assert.Equal(t, "default-scheduler", profiles[0]["schedulerName"])
+	assert.Equal(t, parse(phalanxConfig())[0]["plugins"], profiles[0]["plugins"], "Phalanx's plugins, unchanged")
+
+	own := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(own, []byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: a\n  plugins: {score: {disabled: [{name: '*'}]}}\n- plugins: {}\n"), 0o644))
+	out, err = phalanxPerfConfig(phalanxConfig(), own)
+	require.NoError(t, err)
+	profiles = parse(out)
+	require.Len(t, profiles, 2)
+	assert.Equal(t, "a", profiles[0]["schedulerName"])
+	assert.Equal(t, "default-scheduler", profiles[1]["schedulerName"], "a profile without a name is default-scheduler")
+	assert.Equal(t, parse(phalanxConfig())[0]["plugins"], profiles[0]["plugins"], "the workload's in-tree plugin settings are not carried over")
 }

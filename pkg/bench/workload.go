@@ -82,8 +82,9 @@ func (c Case) fillerGangs() []gangSpec {
 
 // createWorkload creates the case's measured groups and pods in ns before
 // the scheduler starts, in the form the arm understands: Phalanx CRD
-// PodGroups and the pod-group label, scheduling.k8s.io/v1beta1 PodGroups
-// and spec.schedulingGroup for upstream, scheduling.x-k8s.io PodGroups and
+// PodGroups and the pod-group label (or, in DialectNative, the upstream
+// arm's objects), scheduling.k8s.io/v1beta1 PodGroups and
+// spec.schedulingGroup for upstream, scheduling.x-k8s.io PodGroups and
 // their label for scheduler-plugins, bare pods for the binder.
 func createWorkload(ctx context.Context, cl *benchCluster, ns string, c Case, arm Arm) error {
 	specs := c.measuredGangs()
@@ -190,6 +191,9 @@ func createGroup(ctx context.Context, cl *benchCluster, ns string, c Case, arm A
 	var err error
 	switch arm {
 	case ArmPhalanx, ArmPhalanxProcess:
+		if c.dialect == DialectNative {
+			return createNativeGroup(ctx, cl.Cluster, ns, arm, name, size, topologyKey, sp.priority, low)
+		}
 		pg := &v1alpha1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: v1alpha1.PodGroupSpec{
@@ -209,24 +213,7 @@ func createGroup(ctx context.Context, cl *benchCluster, ns string, c Case, arm A
 		}
 		_, err = cl.Phalanx.SchedulingV1alpha1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
 	case ArmUpstream:
-		pg := &schedulingv1beta1.PodGroup{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: schedulingv1beta1.PodGroupSpec{
-				SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
-					Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: size},
-				},
-				PriorityClassName: sp.priority,
-			},
-		}
-		if low {
-			pg.Spec.DisruptionMode = &schedulingv1beta1.DisruptionMode{All: &schedulingv1beta1.AllDisruptionMode{}}
-		}
-		if topologyKey != "" {
-			pg.Spec.SchedulingConstraints = &schedulingv1beta1.PodGroupSchedulingConstraints{
-				Topology: []schedulingv1beta1.TopologyConstraint{{Key: topologyKey}},
-			}
-		}
-		_, err = cl.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+		return createNativeGroup(ctx, cl.Cluster, ns, arm, name, size, topologyKey, sp.priority, low)
 	case ArmSchedulerPlugins:
 		// Low gangs too: scheduler-plugins has no disruption mode, and
 		// schedulerPluginsUnsupported keeps topology cases away.
@@ -238,6 +225,32 @@ func createGroup(ctx context.Context, cl *benchCluster, ns string, c Case, arm A
 		return fmt.Errorf("unknown arm %q", arm)
 	}
 	if err != nil {
+		return fmt.Errorf("create %s PodGroup %s: %w", arm, name, err)
+	}
+	return nil
+}
+
+// createNativeGroup creates one gang's scheduling.k8s.io/v1beta1 PodGroup:
+// the upstream arm's groups, and the Phalanx arms' in DialectNative.
+func createNativeGroup(ctx context.Context, cl *sandbox.Cluster, ns string, arm Arm, name string, size int32, topologyKey, priorityClass string, low bool) error {
+	pg := &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: schedulingv1beta1.PodGroupSpec{
+			SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+				Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: size},
+			},
+			PriorityClassName: priorityClass,
+		},
+	}
+	if low {
+		pg.Spec.DisruptionMode = &schedulingv1beta1.DisruptionMode{All: &schedulingv1beta1.AllDisruptionMode{}}
+	}
+	if topologyKey != "" {
+		pg.Spec.SchedulingConstraints = &schedulingv1beta1.PodGroupSchedulingConstraints{
+			Topology: []schedulingv1beta1.TopologyConstraint{{Key: topologyKey}},
+		}
+	}
+	if _, err := cl.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create %s PodGroup %s: %w", arm, name, err)
 	}
 	return nil
@@ -271,7 +284,10 @@ func benchPod(c Case, name, gang string, arm Arm, priorityClass string) *corev1.
 	switch arm {
 	case ArmPhalanx, ArmPhalanxProcess:
 		p.Spec.SchedulerName = phalanxSchedulerName
-		if gang != "" {
+		if gang != "" && c.dialect == DialectNative {
+			g := gang
+			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &g}
+		} else if gang != "" {
 			if p.Labels == nil {
 				p.Labels = map[string]string{}
 			}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,9 +64,9 @@ type apiServer struct {
 }
 
 // startAPIServer runs kube-apiserver inside this process against etcdURL.
-// The Priority admission plugin stays on so pods get spec.priority from their
-// PriorityClass as on a real cluster.
-func startAPIServer(ctx context.Context, dir, etcdURL string, gates map[string]bool, authzMode string) (*apiServer, error) {
+// The Priority admission plugin stays on, unless named in alsoDisabled, so
+// pods get spec.priority from their PriorityClass as on a real cluster.
+func startAPIServer(ctx context.Context, dir, etcdURL string, gates map[string]bool, authzMode string, alsoDisabled []string) (*apiServer, error) {
 	if len(gates) > 0 {
 		if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(gates); err != nil {
 			return nil, fmt.Errorf("set feature gates %v: %w", gates, err)
@@ -90,7 +91,7 @@ func startAPIServer(ctx context.Context, dir, etcdURL string, gates map[string]b
 	}
 	flags := []string{
 		"--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true",
-		"--disable-admission-plugins=" + strings.Join(disabledAdmission, ","),
+		"--disable-admission-plugins=" + strings.Join(append(slices.Clone(disabledAdmission), alsoDisabled...), ","),
 		"--endpoint-reconciler-type=none",
 		"--authorization-mode=" + authzMode,
 		"--service-cluster-ip-range=10.0.0.0/16",

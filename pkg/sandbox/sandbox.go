@@ -63,6 +63,11 @@ type Options struct {
 	// AuthorizationMode for kube-apiserver; default RBAC. The admin
 	// kubeconfig is system:masters either way.
 	AuthorizationMode string
+	// DisableAdmission names admission plugins to turn off besides those
+	// the sandbox always turns off. Upstream's scheduler_perf runs its
+	// API server without Priority, so that its pod templates may set
+	// spec.priority without a PriorityClass.
+	DisableAdmission []string
 }
 
 // Cluster is a running sandbox.
@@ -121,7 +126,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if authz == "" {
 		authz = "RBAC"
 	}
-	api, err := startAPIServer(ctx, c.Dir, etcdURL, gates, authz)
+	api, err := startAPIServer(ctx, c.Dir, etcdURL, gates, authz, opts.DisableAdmission)
 	if err != nil {
 		return c, err
 	}

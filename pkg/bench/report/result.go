@@ -46,6 +46,11 @@ type Result struct {
 	Skipped string `json:"skipped,omitempty"`
 	// Gates are the feature gates of the scheduler, "k=v,k=v".
 	Gates string `json:"gates,omitempty"`
+	// Dialect is the API a Phalanx arm's gangs were written in: "phalanx"
+	// (its CRDs and label) or "native" (scheduling.k8s.io/v1beta1 PodGroups
+	// and spec.schedulingGroup, as the upstream arm's); empty for the
+	// other arms.
+	Dialect string `json:"dialect,omitempty"`
 
 	Nodes  int `json:"nodes"`
 	Pods   int `json:"pods"`
