@@ -634,6 +634,28 @@ func (c *Cache) HierarchyRevision(k Key) (rev uint64, ok bool) {
 	return rev, true
 }
 
+// HierarchyWaitTimeout returns the shortest Permit wait a group of k's
+// hierarchy asks for (Spec.WaitTimeout), 0 when none does. The gang waits
+// in Permit as one unit, so the strictest of its groups bounds it.
+func (c *Cache) HierarchyWaitTimeout(k Key) time.Duration {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	root := c.groups[k]
+	if root == nil {
+		return 0
+	}
+	if chain, err := c.chainLocked(k); err == nil {
+		root = chain[len(chain)-1]
+	}
+	var out time.Duration
+	c.walkGroupsLocked(root, func(g *Group) {
+		if g.Exists && g.WaitTimeout > 0 && (out == 0 || g.WaitTimeout < out) {
+			out = g.WaitTimeout
+		}
+	})
+	return out
+}
+
 // HierarchyCount counts the members in states passing keep across the
 // hierarchy group k belongs to, without listing them.
 func (c *Cache) HierarchyCount(k Key, keep func(State) bool) int {

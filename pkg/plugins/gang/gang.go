@@ -395,22 +395,25 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 		pl.allowWaiting(pod)
 		return nil, 0
 	}
+	var own time.Duration
+	if leaf, ok := pl.groups.GroupOf(pod.UID); ok {
+		own = pl.groups.HierarchyWaitTimeout(leaf)
+	}
 	if leaf, ok := pl.groups.GroupOf(pod.UID); ok && pl.groups.HierarchyCount(leaf, groups.Is(groups.Assumed)) <= 1 {
 		// First member of this attempt: pull siblings that sit in backoff or
 		// the unschedulable queue forward instead of waiting for a flush,
 		// and tell the user the gang is assembling.
-		if leaf, ok := pl.groups.GroupOf(pod.UID); ok {
-			pl.activate(leaf)
-		}
-		pl.eventIfStillWaiting(pod)
+		pl.activate(leaf)
+		pl.eventIfStillWaiting(pod, own)
 	}
 	if root, grouped := pl.hierarchyOf(pod.UID); grouped {
 		pl.shared.attempts.waiting(root, pod.UID)
-		pl.shared.deadlines.progress(root)
+		pl.shared.deadlines.progressFor(root, own)
 	}
 	// The framework's per-pod timer only backs up the gang's own deadline
-	// (deadline.go), which moves with the gang's progress.
-	return fwk.NewStatus(fwk.Wait, waitingMessage(short)), pl.args.permitLimit()
+	// (deadline.go), which moves with the gang's progress or, for a group
+	// with a wait of its own, is that wait.
+	return fwk.NewStatus(fwk.Wait, waitingMessage(short)), min(max(pl.args.permitLimit(), own), frameworkMaxPermitSeconds*time.Second)
 }
 
 // expireGang releases every waiting member of root because the gang stopped
@@ -463,11 +466,18 @@ const waitingEventDelay = time.Second
 
 // eventIfStillWaiting emits WaitingForGang on pod if it still waits in
 // Permit after waitingEventDelay (a tenth of the Permit timeout if that is
-// shorter), with the shortfall at that moment.
-func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod) {
+// shorter), with the shortfall at that moment. own is the wait the pod's
+// groups ask for (scheduleTimeoutSeconds), 0 for the profile's.
+func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod, own time.Duration) {
+	bounds := fmt.Sprintf("released after %s without one, or %s in all", pl.args.permitTimeout(), pl.args.permitLimit())
+	timeout := pl.args.permitTimeout()
+	if own > 0 {
+		timeout = min(own, frameworkMaxPermitSeconds*time.Second)
+		bounds = fmt.Sprintf("released after %s in all, its PodGroup's scheduleTimeoutSeconds", timeout)
+	}
 	// A short Permit timeout gets a proportionally short delay, so the
 	// event still comes well before the members are released.
-	delay := min(waitingEventDelay, pl.args.permitTimeout()/10)
+	delay := min(waitingEventDelay, timeout/10)
 	time.AfterFunc(delay, func() {
 		if pl.handle.GetWaitingPod(pod.UID) == nil {
 			return
@@ -476,7 +486,7 @@ func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod) {
 		if ok || err != nil {
 			return
 		}
-		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("reserved a node; waiting in Permit for the gang while its members keep arriving (released after %s without one, or %s in all): %s", pl.args.permitTimeout(), pl.args.permitLimit(), waitingMessage(short)))
+		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("reserved a node; waiting in Permit for the gang while its members keep arriving (%s): %s", bounds, waitingMessage(short)))
 	})
 }
 
