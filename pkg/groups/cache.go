@@ -432,7 +432,10 @@ func (e *MissingError) Error() string {
 	default:
 		msg = fmt.Sprintf("PodGroup %s/%s not found: create it or fix the pod's %s label", e.Key.Namespace, e.Key.Name, v1alpha1.PodGroupLabel)
 	}
-	if e.NotServed {
+	switch {
+	case e.NotServed && e.Key.Dialect == Coscheduling:
+		msg += fmt.Sprintf(" (the API server does not serve %s PodGroups: install scheduler-plugins' PodGroup CRD, manifests/components/scheduler-plugins-crd)", e.Key.Dialect)
+	case e.NotServed:
 		msg += fmt.Sprintf(" (the API server does not serve %s groups)", e.Key.Dialect)
 	}
 	return msg
@@ -720,6 +723,25 @@ func (c *Cache) LeafMembers(k Key, keep func(State) bool) []*corev1.Pod {
 	for _, m := range g.members {
 		if keep(m.State) {
 			out = append(out, m.Pod)
+		}
+	}
+	return out
+}
+
+// LeafPlaced returns copies of group k's own members that are assumed or
+// bound, each with the node it holds; nil for a composite or an unknown
+// group.
+func (c *Cache) LeafPlaced(k Key) []Member {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	g := c.groups[k]
+	if g == nil || !g.IsLeaf() {
+		return nil
+	}
+	out := make([]Member, 0, g.Placed())
+	for _, m := range g.members {
+		if m.State == Assumed || m.State == Bound {
+			out = append(out, *m)
 		}
 	}
 	return out

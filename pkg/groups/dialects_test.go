@@ -203,6 +203,12 @@ func TestDialectFeedsFollowDiscovery(t *testing.T) {
 	_, _, err := f.ChainOf(pod)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the API server does not serve scheduling.k8s.io groups")
+	xpod := newPod("x", inXGroup("sp"))
+	f.AddOrUpdatePod(xpod)
+	_, _, err = f.ChainOf(xpod)
+	require.Error(t, err)
+	assert.Equal(t, "PodGroup.scheduling.x-k8s.io "+testNS+"/sp not found: create it or fix the pod's scheduling.x-k8s.io/pod-group label (the API server does not serve scheduling.x-k8s.io PodGroups: install scheduler-plugins' PodGroup CRD, manifests/components/scheduler-plugins-crd)",
+		err.Error(), "the missing CRD is named, with where to find it")
 
 	disc.Resources = servedResources(
 		"scheduling.k8s.io/v1beta1", "podgroups",

@@ -93,6 +93,9 @@ type shared struct {
 	deadlines *gangDeadlines
 	// capacity rejects gangs larger than the cluster (capacity.go).
 	capacity *capacity
+	// room holds scheduler-plugins groups back until the cluster could
+	// hold their minResources (minresources.go).
+	room *minRoom
 
 	mu sync.Mutex
 	// complete remembers which hierarchies had all their members present,
@@ -140,7 +143,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}}
+	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}, room: newMinRoom()}
 	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
 	nodes := h.SharedInformerFactory().Core().V1().Nodes()
 	pl.shared.capacity = newCapacity(nodes.Lister())
@@ -246,6 +249,10 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, waitingMessage(short))
 	}
 	if msg := pl.tooLarge(ch); msg != "" {
+		pl.shared.status.Set(ch.Leaf().Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	if msg := pl.minResourcesWait(pod, ch); msg != "" {
 		pl.shared.status.Set(ch.Leaf().Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
@@ -363,6 +370,7 @@ func (pl *Gang) rejectWaiting(ctx context.Context, pod *corev1.Pod, msg string) 
 	pl.shared.attempts.failed(root, known, pod.UID, pl.args.permitLimit())
 	if known {
 		pl.shared.deadlines.done(root)
+		pl.shared.room.forgetHierarchy(root)
 	}
 	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
 		if m.UID == pod.UID {
@@ -420,6 +428,7 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 // progressing in Permit, or waited its overall bound.
 func (pl *Gang) expireGang(root groups.Key, reason string) {
 	pl.shared.attempts.timedOut(root)
+	pl.shared.room.forgetHierarchy(root)
 	for _, m := range pl.groups.Members(root, groups.Is(groups.Assumed)) {
 		if wp := pl.handle.GetWaitingPod(m.UID); wp != nil {
 			wp.Reject(Name, reason)
@@ -519,6 +528,12 @@ func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Po
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s fits on no node; the gang retries as a unit", pod.Namespace, pod.Name))
+	if refusedInPreFilter(statuses, pl.handle) {
+		// This plugin's PreFilter refused the member (an invalid or
+		// incomplete group, one larger than the cluster, minResources
+		// that do not fit) and already said why on the group.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
 	gang := false
 	for _, g := range ch {
 		gang = gang || g.Gang
@@ -544,6 +559,17 @@ func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Po
 		pl.shared.status.Set(leaf.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 	}
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// refusedInPreFilter reports whether this plugin's PreFilter refused the
+// pod: the framework then marks every node with its status.
+func refusedInPreFilter(statuses fwk.NodeToStatusReader, h fwk.Handle) bool {
+	nodes, err := h.SnapshotSharedLister().NodeInfos().List()
+	if err != nil || len(nodes) == 0 {
+		return false
+	}
+	st := statuses.Get(nodes[0].Node().Name)
+	return st != nil && st.Plugin() == Name
 }
 
 // groupChanged runs after the cache saw a change of group k. It activates
@@ -615,6 +641,7 @@ func (pl *Gang) forgetGroup(k groups.Key) {
 	pl.shared.mu.Unlock()
 	pl.shared.events.forgetGroup(k)
 	pl.shared.capacity.forget(k)
+	pl.shared.room.forget(k)
 	// Members still waiting were deleted with their group; the framework
 	// rejects them, but the cache may no longer say which gang they were.
 	pl.shared.deadlines.done(k)
