@@ -23,9 +23,11 @@ const schedulerPluginsModule = "sigs.k8s.io/scheduler-plugins"
 
 // SchedulerPluginsCRD returns the scheduling.x-k8s.io PodGroup CRD that
 // scheduler-plugins ships (manifests/coscheduling/crd.yaml), read from the
-// Go module cache at the version this binary was built against, so the
-// sandbox serves exactly the API the dialect's types describe. The module
-// is in the cache wherever this binary was built from source.
+// Go module cache at the version this binary was built against (or, for a
+// test binary, which carries no dependency versions, the version the
+// module in the working directory requires), so the sandbox serves exactly
+// the API the dialect's types describe. The module is in the cache
+// wherever this binary was built from source.
 func SchedulerPluginsCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 	version := ""
 	if info, ok := debug.ReadBuildInfo(); ok {
@@ -38,13 +40,22 @@ func SchedulerPluginsCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 			}
 		}
 	}
-	if version == "" {
-		return nil, fmt.Errorf("%s is not part of this build", schedulerPluginsModule)
+	var paths []string
+	crdPath := filepath.Join("manifests", "coscheduling", "crd.yaml")
+	if version != "" {
+		for _, dir := range moduleCaches() {
+			paths = append(paths, filepath.Join(dir, filepath.FromSlash(schedulerPluginsModule)+"@"+version, crdPath))
+		}
 	}
-	rel := filepath.Join(filepath.FromSlash(schedulerPluginsModule)+"@"+version, "manifests", "coscheduling", "crd.yaml")
+	// Test binaries carry no dependency versions: the go command names
+	// the module's directory for the module the working directory is in.
+	if b, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", schedulerPluginsModule).Output(); err == nil {
+		if dir := strings.TrimSpace(string(b)); dir != "" {
+			paths = append(paths, filepath.Join(dir, crdPath))
+		}
+	}
 	var tried []string
-	for _, dir := range moduleCaches() {
-		path := filepath.Join(dir, rel)
+	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			tried = append(tried, path)
@@ -56,7 +67,7 @@ func SchedulerPluginsCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 		}
 		return crd, nil
 	}
-	return nil, fmt.Errorf("scheduler-plugins' PodGroup CRD not found (tried %s): run `go mod download %s`", strings.Join(tried, ", "), schedulerPluginsModule)
+	return nil, fmt.Errorf("scheduler-plugins' PodGroup CRD not found (tried %s): run `go mod download %s` in the Phalanx module", strings.Join(tried, ", "), schedulerPluginsModule)
 }
 
 // moduleCaches lists where the Go module cache may be: GOMODCACHE as the

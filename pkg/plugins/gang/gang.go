@@ -616,6 +616,11 @@ func (pl *Gang) groupChanged(k groups.Key, object bool) {
 		// triggered it (the informers' handlers run in no set order), so
 		// the waiting count is refreshed from here too.
 		for _, key := range keys {
+			if info, ok := pl.groups.Get(key); ok && info.Invalid != "" {
+				// PreFilter says why the group cannot be scheduled; a
+				// count of its pods would hide that.
+				continue
+			}
 			if sat, have, need := pl.groups.Satisfied(key, groups.ByExisting); !sat && have > 0 {
 				short := groups.Shortfall{Key: key, Leaf: key.Kind != groups.CompositeKind, Have: have, Need: need}
 				pl.shared.status.Set(key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPods, waitingMessage(short)))

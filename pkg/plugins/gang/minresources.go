@@ -265,11 +265,17 @@ func judgeRoom(group groups.Key, need placement.Resources, nodes []gateNode, pre
 	msg = fmt.Sprintf("waiting for free capacity: minResources of %s asks for %s in total; the cluster has %s free",
 		group, describe(need), amounts(only(free, short), true))
 	if preempt {
+		more := false
+		for name := range short {
+			more = more || freeWithReclaim[name] > free[name]
+		}
 		short = shortOf(need, freeWithReclaim)
 		if short == nil {
 			return "", false
 		}
-		msg += fmt.Sprintf(", %s counting pods of priority below %d", amounts(only(freeWithReclaim, short), true), prio)
+		if more {
+			msg += fmt.Sprintf(", %s counting pods of priority below %d", amounts(only(freeWithReclaim, short), true), prio)
+		}
 	}
 	return msg + fmt.Sprintf(" (short %s)", describe(short)), false
 }

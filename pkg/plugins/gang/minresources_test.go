@@ -68,7 +68,12 @@ func TestJudgeRoom(t *testing.T) {
 		b.reclaim = placement.Resources{corev1.ResourceCPU: 2000, corev1.ResourcePods: 1}
 		msg, _ := judgeRoom(xGroup, need, []gateNode{a, b}, true, 100)
 		assert.Equal(t, "waiting for free capacity: minResources of PodGroup.scheduling.x-k8s.io ns/job asks for 8 cpu, 4 pods in total; the cluster has 0 cpu free, 6 cpu counting pods of priority below 100 (short 2 cpu)", msg)
-		b.reclaim[corev1.ResourceCPU] = 4000
+		a.reclaim, b.reclaim = nil, nil
+		msg, _ = judgeRoom(xGroup, need, []gateNode{a, b}, true, 100)
+		assert.Equal(t, "waiting for free capacity: minResources of PodGroup.scheduling.x-k8s.io ns/job asks for 8 cpu, 4 pods in total; the cluster has 0 cpu free (short 8 cpu)", msg,
+			"no pod of lower priority: nothing to say about them")
+		a.reclaim = placement.Resources{corev1.ResourceCPU: 4000, corev1.ResourcePods: 1}
+		b.reclaim = placement.Resources{corev1.ResourceCPU: 4000, corev1.ResourcePods: 1}
 		msg, _ = judgeRoom(xGroup, need, []gateNode{a, b}, true, 100)
 		assert.Empty(t, msg, "evicting them could make room: the planner and preemption decide")
 	})
