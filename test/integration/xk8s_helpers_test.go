@@ -96,11 +96,13 @@ func priorityClasses(t *testing.T, c *sandbox.Cluster, classes map[string]int32)
 	}
 }
 
-// deletePodsNow deletes every pod of ns without a grace period and waits
-// until they are gone, so the next case starts on empty nodes.
+// deletePodsNow deletes every Job and pod of ns without a grace period
+// and waits until the pods are gone, so the next case starts on empty
+// nodes.
 func deletePodsNow(t *testing.T, c *sandbox.Cluster, ns string) {
 	t.Helper()
 	ctx := context.Background()
+	require.NoError(t, c.Client.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}, metav1.ListOptions{}))
 	require.NoError(t, c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}))
 	eventually(t, 60*time.Second, "the pods of "+ns+" gone", func() (bool, error) {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})

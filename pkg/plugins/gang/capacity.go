@@ -237,6 +237,12 @@ func amounts(r placement.Resources, zeros bool) string {
 			}
 		case corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
 			parts = append(parts, fmt.Sprintf("%s %s", bytes(v), n))
+		case corev1.ResourcePods:
+			if v == 1 {
+				parts = append(parts, "1 pod")
+			} else {
+				parts = append(parts, fmt.Sprintf("%d pods", v))
+			}
 		default:
 			parts = append(parts, fmt.Sprintf("%d %s", v, n))
 		}
