@@ -16,13 +16,12 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
 )
 
-// scheduler-plugins' own coscheduling integration tests (v0.34.7,
-// test/integration/coscheduling_test.go of sigs.k8s.io/scheduler-plugins)
-// as acceptance tests of the scheduling.x-k8s.io dialect: the same
-// PodGroups, pods, priorities and node, scheduled by Phalanx. Each case
-// asserts what scheduler-plugins' asserts (the expected pods bind) and,
-// where it holds for any gang scheduler, that the other gangs bind nothing.
-// docs/user-guide.md lists each case and the one deliberate difference.
+// scheduler-plugins v0.34.7's own coscheduling integration tests
+// (coscheduling_test.go) as acceptance tests of the scheduling.x-k8s.io
+// dialect: the same PodGroups, pods, priorities and node, scheduled by
+// Phalanx. Each case asserts what scheduler-plugins' asserts (the expected
+// pods bind) and, where it holds for any gang scheduler, that the other
+// gangs bind nothing. docs/user-guide.md lists each case and its result.
 
 // Priorities of scheduler-plugins' integration tests (midPriority,
 // highPriority), as PriorityClasses: the API server's Priority admission
