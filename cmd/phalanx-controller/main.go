@@ -1,6 +1,7 @@
 // Command phalanx-controller runs the Phalanx controllers (pkg/controller):
-// group objects for every Workload, the batch/v1 Job integration, and the
-// member counters of PodGroup status. Replicas elect one leader through a
+// group objects for every Workload, the batch/v1 Job integration, the
+// member counters of PodGroup status, and the status (phase and counters)
+// of scheduler-plugins' PodGroups where their CRD is served. Replicas elect one leader through a
 // Lease; the others stand by.
 package main
 
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // REST client, workqueue and leader-election metrics
 	"k8s.io/klog/v2"
+	xversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/phalanx-sched/phalanx/pkg/controller"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
@@ -90,7 +92,13 @@ func run(ctx context.Context, f flags) error {
 	if err != nil {
 		return err
 	}
-	ctrls, err := controller.New(kube, phalanx, controller.Options{Workers: f.workers})
+	// scheduler-plugins' PodGroups: their status is kept while the API
+	// server serves their CRD.
+	x, err := xversioned.NewForConfig(crdCfg)
+	if err != nil {
+		return err
+	}
+	ctrls, err := controller.New(kube, phalanx, controller.Options{Workers: f.workers, SchedulerPlugins: x})
 	if err != nil {
 		return err
 	}

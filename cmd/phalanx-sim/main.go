@@ -87,16 +87,21 @@ func up(args []string) error {
 		AlsoDefaultScheduler: true,
 		NodeAgent:            true,
 		Controllers:          true,
+		SchedulerPluginsCRD:  schedulerPluginsCRDAvailable(),
+		// KubeRay names this scheduler itself; serving it lets its
+		// objects in manifests/samples/scheduler-plugins run unchanged.
+		ExtraSchedulerNames: []string{"scheduler-plugins-scheduler"},
 	})
 	if err != nil {
 		return err
 	}
 	defer cluster.Stop()
-	fmt.Printf(`Sandbox ready in %.1fs: %d nodes, Phalanx serving schedulerName phalanx-scheduler and default-scheduler.
+	fmt.Printf(`Sandbox ready in %.1fs: %d nodes, Phalanx serving schedulerName phalanx-scheduler, default-scheduler and scheduler-plugins-scheduler.
 
   export KUBECONFIG=%s
   kubectl get nodes -L topology.kubernetes.io/zone,topology.phalanx.dev/rack
   kubectl apply -f manifests/samples/
+  kubectl apply -f manifests/samples/scheduler-plugins/   # what Kubeflow, KubeRay and Spark create for scheduler-plugins
 
 Press Ctrl-C to stop.
 `, time.Since(start).Seconds(), topo.Size(), *kubeconfig)

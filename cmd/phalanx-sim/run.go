@@ -74,6 +74,7 @@ func runCommand(args []string) error {
 		AlsoDefaultScheduler: true,
 		NodeAgent:            true,
 		Controllers:          true,
+		SchedulerPluginsCRD:  schedulerPluginsCRDAvailable(),
 	})
 	if err != nil {
 		return err
@@ -82,7 +83,7 @@ func runCommand(args []string) error {
 	fmt.Printf("Sandbox ready in %.1fs. Running %d scenario(s); each makes its own nodes and namespace.\n",
 		time.Since(start).Seconds(), len(scenarios))
 
-	target := sim.Cluster{Client: cluster.Client, Phalanx: cluster.Phalanx}
+	target := sim.Cluster{Client: cluster.Client, Phalanx: cluster.Phalanx, SchedulerPlugins: schedulerPluginsClient(cluster)}
 	var results []*sim.Result
 	for _, sc := range scenarios {
 		if ctx.Err() != nil {

@@ -14,6 +14,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	xversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
@@ -32,6 +33,10 @@ type Options struct {
 	// EventRecorder replaces the recorder that writes Events to the API
 	// server, for tests.
 	EventRecorder record.EventRecorder
+	// SchedulerPlugins is a client for scheduler-plugins' scheduling.x-k8s.io
+	// PodGroups. With it, their status (phase and counters) is kept while
+	// the API server serves their CRD; without it, they are left alone.
+	SchedulerPlugins xversioned.Interface
 }
 
 const (
@@ -51,6 +56,9 @@ type Controllers struct {
 	workloads *workloadController
 	jobs      *jobController
 	status    *statusController
+	// xstatus keeps scheduler-plugins' PodGroup status; nil without a
+	// client for them.
+	xstatus *xStatusController
 
 	synced []cache.InformerSynced
 }
@@ -86,8 +94,9 @@ func New(kube kubernetes.Interface, phalanx versioned.Interface, opts Options) (
 
 	pods := c.kubeInformers.Core().V1().Pods().Informer()
 	if err := pods.AddIndexers(cache.Indexers{
-		podsByJobIndex:      indexPodsByJob,
-		podsByPodGroupIndex: indexPodsByPodGroup,
+		podsByJobIndex:       indexPodsByJob,
+		podsByPodGroupIndex:  indexPodsByPodGroup,
+		podsByXPodGroupIndex: indexPodsByXPodGroup,
 	}); err != nil {
 		return nil, fmt.Errorf("add pod indexers: %w", err)
 	}
@@ -103,6 +112,11 @@ func New(kube kubernetes.Interface, phalanx versioned.Interface, opts Options) (
 	}
 	if c.status, err = newStatusController(phalanx, sched.PodGroups(), pods, opts.StatusDelay); err != nil {
 		return nil, err
+	}
+	if opts.SchedulerPlugins != nil {
+		if c.xstatus, err = newXStatusController(opts.SchedulerPlugins, kube.Discovery(), pods, opts.StatusDelay, opts.Workers); err != nil {
+			return nil, err
+		}
 	}
 	c.synced = []cache.InformerSynced{
 		pods.HasSynced,
@@ -132,6 +146,9 @@ func (c *Controllers) Start(ctx context.Context) error {
 	}
 	for _, l := range []*loop{&c.workloads.loop, &c.jobs.jobLoop, &c.jobs.podLoop, &c.status.loop} {
 		l.start(ctx, c.workers)
+	}
+	if c.xstatus != nil {
+		c.xstatus.start(ctx)
 	}
 	go func() {
 		<-ctx.Done()

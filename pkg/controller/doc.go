@@ -98,6 +98,17 @@
 // from the pods attached by the scheduling.phalanx.dev/pod-group label.
 // Pod events within StatusDelay of each other become one write per group.
 //
+// # scheduler-plugins' PodGroup status
+//
+// While the API server serves scheduler-plugins' scheduling.x-k8s.io
+// PodGroup CRD (asked through discovery at start and every 30 s), a fourth
+// controller keeps their status as scheduler-plugins' own PodGroup
+// controller (v0.34.7) does: phase (Pending, Scheduling, Running, Finished,
+// Failed), running, succeeded, failed and occupiedBy, counted from the pods
+// of the PodGroup's namespace labelled scheduling.x-k8s.io/pod-group, plus
+// scheduleStartTime when the group first enters Scheduling (XPodGroupStatus
+// states the rules). Where the CRD is not served it does nothing.
+//
 // # Who writes what
 //
 //	object             field                               writer
@@ -111,6 +122,7 @@
 //	CompositePodGroup  spec (at creation)                  Workload controller
 //	CompositePodGroup  status.conditions                   scheduler only
 //	Pod                pod-group label, gang gate removal  Job integration
+//	PodGroup.scheduling.x-k8s.io  status                   x-k8s status controller (merge patch)
 //
 // Writers of one status share it without stepping on each other: the
 // counters go in a merge patch that names only them, and Workload

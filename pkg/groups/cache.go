@@ -432,7 +432,10 @@ func (e *MissingError) Error() string {
 	default:
 		msg = fmt.Sprintf("PodGroup %s/%s not found: create it or fix the pod's %s label", e.Key.Namespace, e.Key.Name, v1alpha1.PodGroupLabel)
 	}
-	if e.NotServed {
+	switch {
+	case e.NotServed && e.Key.Dialect == Coscheduling:
+		msg += fmt.Sprintf(" (the API server does not serve %s PodGroups: install scheduler-plugins' PodGroup CRD, manifests/components/scheduler-plugins-crd)", e.Key.Dialect)
+	case e.NotServed:
 		msg += fmt.Sprintf(" (the API server does not serve %s groups)", e.Key.Dialect)
 	}
 	return msg
@@ -634,6 +637,28 @@ func (c *Cache) HierarchyRevision(k Key) (rev uint64, ok bool) {
 	return rev, true
 }
 
+// HierarchyWaitTimeout returns the shortest Permit wait a group of k's
+// hierarchy asks for (Spec.WaitTimeout), 0 when none does. The gang waits
+// in Permit as one unit, so the strictest of its groups bounds it.
+func (c *Cache) HierarchyWaitTimeout(k Key) time.Duration {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	root := c.groups[k]
+	if root == nil {
+		return 0
+	}
+	if chain, err := c.chainLocked(k); err == nil {
+		root = chain[len(chain)-1]
+	}
+	var out time.Duration
+	c.walkGroupsLocked(root, func(g *Group) {
+		if g.Exists && g.WaitTimeout > 0 && (out == 0 || g.WaitTimeout < out) {
+			out = g.WaitTimeout
+		}
+	})
+	return out
+}
+
 // HierarchyCount counts the members in states passing keep across the
 // hierarchy group k belongs to, without listing them.
 func (c *Cache) HierarchyCount(k Key, keep func(State) bool) int {
@@ -698,6 +723,25 @@ func (c *Cache) LeafMembers(k Key, keep func(State) bool) []*corev1.Pod {
 	for _, m := range g.members {
 		if keep(m.State) {
 			out = append(out, m.Pod)
+		}
+	}
+	return out
+}
+
+// LeafPlaced returns copies of group k's own members that are assumed or
+// bound, each with the node it holds; nil for a composite or an unknown
+// group.
+func (c *Cache) LeafPlaced(k Key) []Member {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	g := c.groups[k]
+	if g == nil || !g.IsLeaf() {
+		return nil
+	}
+	out := make([]Member, 0, g.Placed())
+	for _, m := range g.members {
+		if m.State == Assumed || m.State == Bound {
+			out = append(out, *m)
 		}
 	}
 	return out

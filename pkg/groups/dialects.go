@@ -120,10 +120,14 @@ func SpecOfXPodGroup(pg *xv1alpha1.PodGroup) Spec {
 		s.MinResources = pg.Spec.MinResources.DeepCopy()
 	}
 	if t := pg.Spec.ScheduleTimeoutSeconds; t != nil {
-		if *t > 0 {
+		// 0 asks for the scheduler's default, as scheduler-plugins reads
+		// it: the MPI Operator writes 0 when a job sets no timeout, and
+		// Kubeflow Trainer documents 0 as "the default".
+		switch {
+		case *t > 0:
 			s.WaitTimeout = time.Duration(*t) * time.Second
-		} else {
-			s.Invalid = fmt.Sprintf("spec.scheduleTimeoutSeconds is %d: set it to 1 or more, or remove it for the scheduler's default", *t)
+		case *t < 0:
+			s.Invalid = fmt.Sprintf("spec.scheduleTimeoutSeconds is %d: set it to 1 or more, or to 0 or nothing for the scheduler's default", *t)
 		}
 	}
 	switch {

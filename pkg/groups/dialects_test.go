@@ -123,6 +123,11 @@ func TestSchedulerPluginsSpecValidation(t *testing.T) {
 	assert.Equal(t, 4, good.MinCount)
 	assert.Equal(t, 30*time.Second, good.WaitTimeout)
 	assert.True(t, good.MinResources.Cpu().Equal(resource.MustParse("8")))
+	// 0 is the scheduler's default, as scheduler-plugins reads it; the MPI
+	// Operator writes it for every job without a timeout.
+	zero := x(2, ptr.To[int32](0), nil, nil)
+	assert.Empty(t, zero.Invalid)
+	assert.Zero(t, zero.WaitTimeout)
 
 	for name, tc := range map[string]struct {
 		spec Spec
@@ -130,7 +135,7 @@ func TestSchedulerPluginsSpecValidation(t *testing.T) {
 	}{
 		"minMember 0":        {x(0, nil, nil, nil), "spec.minMember is 0"},
 		"negative minMember": {x(-2, nil, nil, nil), "spec.minMember is -2"},
-		"zero timeout":       {x(2, ptr.To[int32](0), nil, nil), "spec.scheduleTimeoutSeconds is 0"},
+		"negative timeout":   {x(2, ptr.To[int32](-5), nil, nil), "spec.scheduleTimeoutSeconds is -5"},
 		"bad topology key":   {x(2, nil, map[string]string{XTopologyKeyAnnotation: "not a key!"}, nil), XTopologyKeyAnnotation},
 		"bad parent name":    {x(2, nil, map[string]string{XParentAnnotation: "Not_A_Name"}, nil), XParentAnnotation},
 		"negative resource":  {x(2, nil, nil, corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("-1Gi")}), "spec.minResources[memory]"},
@@ -198,6 +203,12 @@ func TestDialectFeedsFollowDiscovery(t *testing.T) {
 	_, _, err := f.ChainOf(pod)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the API server does not serve scheduling.k8s.io groups")
+	xpod := newPod("x", inXGroup("sp"))
+	f.AddOrUpdatePod(xpod)
+	_, _, err = f.ChainOf(xpod)
+	require.Error(t, err)
+	assert.Equal(t, "PodGroup.scheduling.x-k8s.io "+testNS+"/sp not found: create it or fix the pod's scheduling.x-k8s.io/pod-group label (the API server does not serve scheduling.x-k8s.io PodGroups: install scheduler-plugins' PodGroup CRD, manifests/components/scheduler-plugins-crd)",
+		err.Error(), "the missing CRD is named, with where to find it")
 
 	disc.Resources = servedResources(
 		"scheduling.k8s.io/v1beta1", "podgroups",
@@ -247,4 +258,36 @@ func TestSameSpec(t *testing.T) {
 	annotated := base.DeepCopy()
 	annotated.Annotations = map[string]string{XTopologyKeyAnnotation: "rack"}
 	assert.False(t, sameSpec(SpecOfXPodGroup(base), SpecOfXPodGroup(annotated)))
+}
+
+// A gang waits in Permit as one unit: the strictest scheduleTimeoutSeconds
+// among its groups bounds the whole hierarchy, and groups without one
+// leave it to the scheduler's default.
+func TestHierarchyWaitTimeout(t *testing.T) {
+	c := NewCache()
+	timeout := func(name string, seconds *int32, parent string) {
+		ann := map[string]string{}
+		if parent != "" {
+			ann[XParentAnnotation] = parent
+		}
+		c.SetGroup(xKey(name), SpecOfXPodGroup(&xv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, Annotations: ann},
+			Spec:       xv1alpha1.PodGroupSpec{MinMember: 1, ScheduleTimeoutSeconds: seconds}}))
+	}
+	timeout("alone", ptr.To[int32](30), "")
+	assert.Equal(t, 30*time.Second, c.HierarchyWaitTimeout(xKey("alone")))
+	timeout("default", nil, "")
+	assert.Zero(t, c.HierarchyWaitTimeout(xKey("default")))
+	timeout("zero", ptr.To[int32](0), "")
+	assert.Zero(t, c.HierarchyWaitTimeout(xKey("zero")), "0 is the scheduler's default")
+	assert.Zero(t, c.HierarchyWaitTimeout(xKey("unknown")))
+
+	c.SetComposite(composite("job", 2, ""))
+	timeout("slow", ptr.To[int32](120), "job")
+	timeout("fast", ptr.To[int32](20), "job")
+	timeout("unset", nil, "job")
+	for _, name := range []string{"slow", "fast", "unset"} {
+		assert.Equal(t, 20*time.Second, c.HierarchyWaitTimeout(xKey(name)), "%s: the strictest group of the hierarchy", name)
+	}
+	assert.Equal(t, 20*time.Second, c.HierarchyWaitTimeout(cpgKey("job")))
 }

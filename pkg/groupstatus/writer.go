@@ -9,15 +9,20 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
@@ -39,8 +44,16 @@ type Writer struct {
 	limiter *rate.Limiter
 	queue   workqueue.TypedRateLimitingInterface[groups.Key]
 
+	// events tells scheduler-plugins' PodGroups, which have no
+	// conditions, what their Schedulable condition would say; nil records
+	// nothing.
+	events record.EventRecorder
+
 	mu      sync.Mutex
 	desired map[groups.Key]map[string]metav1.Condition
+	// announced is the Schedulable condition last told in an event, per
+	// scheduler-plugins group.
+	announced map[groups.Key]metav1.Condition
 }
 
 // settleDelay is how long a group's conditions may keep changing before
@@ -59,6 +72,8 @@ func newWriter(ctx context.Context, client versioned.Interface, kube kubernetes.
 		limiter: rate.NewLimiter(rate.Limit(50), 100),
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[groups.Key]{Name: "phalanx-group-status"}),
 		desired: map[groups.Key]map[string]metav1.Condition{},
+
+		announced: map[groups.Key]metav1.Condition{},
 	}
 	for i := 0; i < 2; i++ {
 		go w.run(ctx)
@@ -71,11 +86,13 @@ func newWriter(ctx context.Context, client versioned.Interface, kube kubernetes.
 }
 
 // Set records the desired conditions of a group object. Label groups have
-// no object, and scheduler-plugins' PodGroups have no conditions (their
-// status is phases and counts, which phalanx-controller keeps); their story
-// is told in pod events.
+// no object; their story is told in pod events. scheduler-plugins'
+// PodGroups have no conditions (their status is phases and counts, which
+// phalanx-controller keeps): what their Schedulable condition would say is
+// told in events on the PodGroup instead, once per change, after the same
+// settling delay.
 func (w *Writer) Set(k groups.Key, conds ...metav1.Condition) {
-	if k.Kind == groups.LabelKind || k.Dialect == groups.Coscheduling {
+	if k.Kind == groups.LabelKind {
 		return
 	}
 	conds = withInitiallyScheduled(conds)
@@ -104,6 +121,7 @@ func (w *Writer) Set(k groups.Key, conds ...metav1.Condition) {
 func (w *Writer) Forget(k groups.Key) {
 	w.mu.Lock()
 	delete(w.desired, k)
+	delete(w.announced, k)
 	w.mu.Unlock()
 }
 
@@ -184,6 +202,10 @@ func merge(conds *[]metav1.Condition, want []metav1.Condition) bool {
 func (w *Writer) write(ctx context.Context, k groups.Key) error {
 	want := w.snapshot(k)
 	if len(want) == 0 {
+		return nil
+	}
+	if k.Dialect == groups.Coscheduling {
+		w.announce(k, want)
 		return nil
 	}
 	err := w.writeFrom(ctx, k, want, true)
@@ -291,6 +313,44 @@ func (w *Writer) writeNative(ctx context.Context, k groups.Key, want []metav1.Co
 	return nil
 }
 
+// announce records an event on scheduler-plugins PodGroup k when its
+// Schedulable condition changed since the last event: a wait (Normal), a
+// refusal (Warning) or the group's minimum bound (Normal), with the
+// reason and message a Phalanx PodGroup's condition would carry.
+func (w *Writer) announce(k groups.Key, want []metav1.Condition) {
+	if w.events == nil {
+		return
+	}
+	var c *metav1.Condition
+	for i := range want {
+		if want[i].Type == v1alpha1.PodGroupSchedulable {
+			c = &want[i]
+		}
+	}
+	if c == nil {
+		return
+	}
+	w.mu.Lock()
+	last, told := w.announced[k]
+	if told && last.Status == c.Status && last.Reason == c.Reason && last.Message == c.Message {
+		w.mu.Unlock()
+		return
+	}
+	w.announced[k] = *c
+	w.mu.Unlock()
+	ref := &corev1.ObjectReference{APIVersion: xv1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup", Namespace: k.Namespace, Name: k.Name}
+	if w.fed != nil {
+		if info, ok := w.fed.Get(k); ok {
+			ref.UID = info.UID
+		}
+	}
+	typ := corev1.EventTypeWarning
+	if c.Status == metav1.ConditionTrue || c.Reason == v1alpha1.ReasonWaitingForPods {
+		typ = corev1.EventTypeNormal
+	}
+	w.events.Event(ref, typ, c.Reason, c.Message)
+}
+
 // stamp sets observedGeneration, which upstream's own writer sets on its
 // PodGroup conditions and tools comparing the two may read.
 func stamp(conds []metav1.Condition, gen int64) []metav1.Condition {
@@ -327,9 +387,18 @@ func For(ctx context.Context, fed *groups.Fed, cfg *restclient.Config) (*Writer,
 		return nil, fmt.Errorf("group status client: %w", err)
 	}
 	w := newWriter(ctx, client, kube, fed)
+	// Events on scheduler-plugins' PodGroups go through a recorder of
+	// their own: the scheduler's events.k8s.io recorder folds later events
+	// of one reason into the first one's series and keeps its message, so a
+	// group that first waited for pods and then for capacity would go on
+	// saying it waits for pods.
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	w.events = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "phalanx-scheduler"})
 	writers[fed] = w
 	go func() {
 		<-ctx.Done()
+		broadcaster.Shutdown()
 		writersMu.Lock()
 		delete(writers, fed)
 		writersMu.Unlock()

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned/fake"
@@ -100,16 +101,39 @@ func TestInitiallyScheduledNeverRegresses(t *testing.T) {
 }
 
 // scheduler-plugins' PodGroups have no conditions: nothing is written to
-// them (their phases are phalanx-controller's).
-func TestSchedulerPluginsGroupsGetNoConditionWrites(t *testing.T) {
+// them (their phases are phalanx-controller's). What their Schedulable
+// condition would say is an event on the PodGroup, once per change.
+func TestSchedulerPluginsGroupsGetEventsNotConditions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	px := fake.NewSimpleClientset()
 	kube := kubefake.NewSimpleClientset()
 	w := newWriter(ctx, px, kube, groups.NewFed())
-	w.Set(groups.Key{Dialect: groups.Coscheduling, Kind: groups.PodGroupKind, Namespace: ns, Name: "x"}, unschedulable("no"))
+	events := record.NewFakeRecorder(10)
+	events.IncludeObject = true
+	w.events = events
+	x := groups.Key{Dialect: groups.Coscheduling, Kind: groups.PodGroupKind, Namespace: ns, Name: "x"}
+
+	const wait = "waiting for free capacity: minResources of PodGroup.scheduling.x-k8s.io team/x asks for 8 cpu in total; the cluster has 4 cpu free (short 4 cpu)"
+	w.Set(x, unschedulable(wait))
+	select {
+	case e := <-events.Events:
+		assert.Contains(t, e, "Warning Unschedulable "+wait)
+		assert.Contains(t, e, "involvedObject{kind=PodGroup,apiVersion=scheduling.x-k8s.io/v1alpha1}", "the event is about the scheduler-plugins PodGroup")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event on the scheduler-plugins PodGroup")
+	}
+	w.Set(x, unschedulable(wait))
+	w.Set(x, Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionTrue, v1alpha1.ReasonScheduled, "4 pods bound"))
+	select {
+	case e := <-events.Events:
+		assert.Contains(t, e, "Normal Scheduled 4 pods bound", "an unchanged condition is not told twice")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event once the group is bound")
+	}
 	time.Sleep(2 * settleDelay)
-	assert.Empty(t, writes(px.Actions())+writes(kube.Actions()))
+	assert.Empty(t, events.Events)
+	assert.Empty(t, writes(px.Actions())+writes(kube.Actions()), "no condition is written")
 }
 
 func writes(actions []clienttesting.Action) int {

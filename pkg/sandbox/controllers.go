@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/garbagecollector"
 	"k8s.io/kubernetes/pkg/controller/job"
+	xversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/phalanx-sched/phalanx/pkg/controller"
 )
@@ -54,7 +55,11 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 		}
 	})
 
-	phalanx, err := controller.New(c.clientFor("phalanx-controller"), c.Phalanx, controller.Options{})
+	x, err := xversioned.NewForConfig(c.crdConfigFor("phalanx-controller"))
+	if err != nil {
+		return err
+	}
+	phalanx, err := controller.New(c.clientFor("phalanx-controller"), c.Phalanx, controller.Options{SchedulerPlugins: x})
 	if err != nil {
 		return fmt.Errorf("create phalanx controllers: %w", err)
 	}
@@ -129,6 +134,15 @@ func (c *Cluster) clientFor(component string) kubernetes.Interface {
 		return c.Client
 	}
 	return client
+}
+
+// crdConfigFor is the sandbox's config for custom resources (served as
+// JSON only), identifying itself as component.
+func (c *Cluster) crdConfigFor(component string) *restclient.Config {
+	cfg := restclient.AddUserAgent(restclient.CopyConfig(c.Config), component)
+	cfg.ContentType = "application/json"
+	cfg.AcceptContentTypes = "application/json"
+	return cfg
 }
 
 // metadataInformerFactory serves the garbage collector's monitors from

@@ -20,11 +20,17 @@ import (
 // installCRDs creates the Phalanx CRDs and waits until each is Established,
 // so that the caller can create custom objects right away.
 func installCRDs(ctx context.Context, cfg *restclient.Config) error {
-	client, err := apiextensionsclient.NewForConfig(cfg)
+	defs, err := LoadCRDs()
 	if err != nil {
 		return err
 	}
-	defs, err := LoadCRDs()
+	return installCRDObjects(ctx, cfg, defs)
+}
+
+// installCRDObjects creates defs (keeping any that exist) and waits until
+// each is Established.
+func installCRDObjects(ctx context.Context, cfg *restclient.Config, defs []*apiextensionsv1.CustomResourceDefinition) error {
+	client, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,15 @@ type Options struct {
 	// API server without Priority, so that its pod templates may set
 	// spec.priority without a PriorityClass.
 	DisableAdmission []string
+	// SchedulerPluginsCRD installs scheduler-plugins' scheduling.x-k8s.io
+	// PodGroup CRD before the scheduler and controllers start, so they
+	// find the dialect served from the start.
+	SchedulerPluginsCRD bool
+	// ExtraSchedulerNames makes Phalanx also serve these schedulerNames,
+	// with the first profile's plugins: jobs whose operator names another
+	// scheduler (KubeRay names scheduler-plugins-scheduler) are scheduled
+	// unchanged.
+	ExtraSchedulerNames []string
 }
 
 // Cluster is a running sandbox.
@@ -153,6 +162,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err = installCRDs(ctx, c.Config); err != nil {
 		return c, err
 	}
+	if opts.SchedulerPluginsCRD {
+		if err = InstallSchedulerPluginsCRD(ctx, c.Config); err != nil {
+			return c, err
+		}
+	}
 	if opts.Topology != nil {
 		if err = CreateNodes(ctx, c.Client, opts.Topology.Nodes()); err != nil {
 			return c, err
@@ -227,18 +241,25 @@ func (c *Cluster) writeSchedulerConfig(base []byte) (string, error) {
 		"kubeconfig": c.KubeconfigPath, "qps": 5000, "burst": 10000,
 	}
 	cfg["leaderElection"] = map[string]interface{}{"leaderElect": false}
+	names := c.opts.ExtraSchedulerNames
 	if c.opts.AlsoDefaultScheduler {
+		names = append([]string{"default-scheduler"}, names...)
+	}
+	if len(names) > 0 {
 		profiles, _ := cfg["profiles"].([]interface{})
 		if len(profiles) == 0 {
 			return "", errors.New("scheduler config has no profiles")
 		}
 		first, _ := profiles[0].(map[string]interface{})
-		clone := map[string]interface{}{}
-		for k, v := range first {
-			clone[k] = v
+		for _, name := range names {
+			clone := map[string]interface{}{}
+			for k, v := range first {
+				clone[k] = v
+			}
+			clone["schedulerName"] = name
+			profiles = append(profiles, clone)
 		}
-		clone["schedulerName"] = "default-scheduler"
-		cfg["profiles"] = append(profiles, clone)
+		cfg["profiles"] = profiles
 	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -3,10 +3,14 @@ package sim
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/yaml"
 )
 
 func TestBuiltinScenarios(t *testing.T) {
@@ -16,7 +20,7 @@ func TestBuiltinScenarios(t *testing.T) {
 	for i, sc := range all {
 		names[i] = sc.Name
 	}
-	assert.Equal(t, []string{"balloons", "deadlock", "multilevel", "tfjob", "upstream"}, names)
+	assert.Equal(t, []string{"balloons", "deadlock", "multilevel", "pytorchjob", "tfjob", "upstream"}, names)
 
 	for _, sc := range all {
 		t.Run(sc.Name+" is described and checks something in every phase", func(t *testing.T) {
@@ -55,6 +59,30 @@ func TestBuiltinScenarios(t *testing.T) {
 			"pod-group.scheduling.sigs.k8s.io/min-available": "5",
 		}, pods[0].Labels)
 		assert.Nil(t, g.podGroup(), "a label-pair gang has no PodGroup object")
+	})
+
+	t.Run("pytorchjob creates the Training Operator's objects as the sample has them", func(t *testing.T) {
+		sc := find(t, all, "pytorchjob")
+		create := sc.Steps[0].Create
+		require.NotNil(t, create)
+		data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "samples", "scheduler-plugins", "training-operator-pytorchjob.yaml"))
+		require.NoError(t, err)
+		var sample []inlineObject
+		for i, doc := range strings.Split(string(data), "\n---\n") {
+			raw, err := yaml.YAMLToJSON([]byte(doc))
+			require.NoError(t, err)
+			o, errs := decodeInline(raw, field.NewPath("sample").Index(i))
+			require.Empty(t, errs)
+			sample = append(sample, o)
+		}
+		require.Len(t, create.objects, len(sample))
+		for i := range sample {
+			assert.Equal(t, sample[i].kind, create.objects[i].kind)
+			assert.Equal(t, sample[i].obj, create.objects[i].obj, "object %d is the sample's, unchanged", i)
+		}
+		pg, ok := create.objects[0].obj.(*xv1alpha1.PodGroup)
+		require.True(t, ok, "the first object is scheduler-plugins' PodGroup")
+		assert.Equal(t, int32(3), pg.Spec.MinMember)
 	})
 
 	t.Run("deadlock interleaves two whole-cluster gangs", func(t *testing.T) {
@@ -102,7 +130,7 @@ func TestLoad(t *testing.T) {
 	t.Run("an unknown name lists the built-ins", func(t *testing.T) {
 		_, err := Load("balloon")
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), `"balloon" is neither a built-in scenario (balloons, deadlock, multilevel, tfjob, upstream, or all) nor a file`)
+		assert.Contains(t, err.Error(), `"balloon" is neither a built-in scenario (balloons, deadlock, multilevel, pytorchjob, tfjob, upstream, or all) nor a file`)
 	})
 	t.Run("an invalid file names the file and the field", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "bad.yaml")

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	xversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
@@ -39,6 +41,10 @@ const cleanupTimeout = time.Minute
 type Cluster struct {
 	Client  kubernetes.Interface
 	Phalanx versioned.Interface
+	// SchedulerPlugins creates scheduler-plugins' scheduling.x-k8s.io
+	// PodGroups, for scenarios that use them; nil where the cluster does not
+	// serve their CRD.
+	SchedulerPlugins xversioned.Interface
 }
 
 // Result is the outcome of one scenario.
@@ -314,6 +320,8 @@ func (r *runner) create(ctx context.Context, c *Create) error {
 		case *corev1.Pod:
 			r.order.rank(groupOf(obj))
 		case *v1alpha1.PodGroup:
+			r.order.rank(groupRef{KindPodGroup, obj.Name})
+		case *xv1alpha1.PodGroup:
 			r.order.rank(groupRef{KindPodGroup, obj.Name})
 		case *v1alpha1.CompositePodGroup:
 			r.order.rank(groupRef{KindComposite, obj.Name})
@@ -739,6 +747,9 @@ func (r *runner) teardown(parent context.Context) error {
 			api.Workloads(r.ns).DeleteCollection(ctx, bg, all),
 			api.CompositePodGroups(r.ns).DeleteCollection(ctx, bg, all),
 			api.PodGroups(r.ns).DeleteCollection(ctx, bg, all))
+		if r.cl.SchedulerPlugins != nil {
+			errs = append(errs, r.cl.SchedulerPlugins.SchedulingV1alpha1().PodGroups(r.ns).DeleteCollection(ctx, bg, all))
+		}
 		// Controllers may still be creating pods; delete until none are left.
 		pods := r.cl.Client.CoreV1().Pods(r.ns)
 		err := wait.PollUntilContextTimeout(ctx, 2*pollInterval, defaultTimeout, true, func(ctx context.Context) (bool, error) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	sigsjson "sigs.k8s.io/json"
+	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
@@ -48,6 +49,8 @@ var inlineKinds = map[string]func() metav1.Object{
 	schedv1alpha3.SchemeGroupVersion.String() + "/CompositePodGroup": func() metav1.Object {
 		return &schedv1alpha3.CompositePodGroup{}
 	},
+	// scheduler-plugins' PodGroup, as the training operators create it.
+	xv1alpha1.SchemeGroupVersion.String() + "/PodGroup": func() metav1.Object { return &xv1alpha1.PodGroup{} },
 }
 
 // decodeInline decodes an inline object strictly into its Go type, so a
@@ -61,7 +64,7 @@ func decodeInline(raw json.RawMessage, p *field.Path) (inlineObject, field.Error
 	if !ok {
 		return inlineObject{}, field.ErrorList{field.NotSupported(p.Child("kind"), tm.APIVersion+" "+tm.Kind,
 			[]string{"v1 Pod", "batch/v1 Job", "scheduling.phalanx.dev/v1alpha1 PodGroup", "scheduling.phalanx.dev/v1alpha1 CompositePodGroup", "scheduling.phalanx.dev/v1alpha1 Workload",
-				"scheduling.k8s.io/v1beta1 PodGroup", "scheduling.k8s.io/v1alpha3 CompositePodGroup"})}
+				"scheduling.k8s.io/v1beta1 PodGroup", "scheduling.k8s.io/v1alpha3 CompositePodGroup", "scheduling.x-k8s.io/v1alpha1 PodGroup"})}
 	}
 	obj := newObj()
 	strict, err := sigsjson.UnmarshalStrict(raw, obj)
@@ -100,6 +103,12 @@ func (r *runner) createObject(ctx context.Context, o inlineObject) error {
 		_, err = r.cl.Client.SchedulingV1alpha3().CompositePodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
 	case *v1alpha1.Workload:
 		_, err = r.cl.Phalanx.SchedulingV1alpha1().Workloads(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
+	case *xv1alpha1.PodGroup:
+		if r.cl.SchedulerPlugins == nil {
+			err = fmt.Errorf("the cluster does not serve scheduler-plugins' scheduling.x-k8s.io PodGroups (install their CRD)")
+			break
+		}
+		_, err = r.cl.SchedulerPlugins.SchedulingV1alpha1().PodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
 	default:
 		err = fmt.Errorf("unsupported kind %s", o.kind)
 	}

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -131,12 +132,15 @@ type observation struct {
 	pods       []corev1.Pod
 	podGroups  map[string]*v1alpha1.PodGroup
 	composites map[string]*v1alpha1.CompositePodGroup
+	// xPodGroups are scheduler-plugins' PodGroups; a row of that name
+	// that is no Phalanx PodGroup is one of them.
+	xPodGroups map[string]*xv1alpha1.PodGroup
 	nodes      []corev1.Node
 }
 
 // observe lists the namespace's pods and groups, and the nodes if asked.
 func (r *runner) observe(ctx context.Context, withNodes bool) (*observation, error) {
-	o := &observation{podGroups: map[string]*v1alpha1.PodGroup{}, composites: map[string]*v1alpha1.CompositePodGroup{}}
+	o := &observation{podGroups: map[string]*v1alpha1.PodGroup{}, composites: map[string]*v1alpha1.CompositePodGroup{}, xPodGroups: map[string]*xv1alpha1.PodGroup{}}
 	pods, err := r.cl.Client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
@@ -157,6 +161,15 @@ func (r *runner) observe(ctx context.Context, withNodes bool) (*observation, err
 		o.composites[cpgs.Items[i].Name] = &cpgs.Items[i]
 	}
 	o.addUpstreamGroups(ctx, r)
+	if r.cl.SchedulerPlugins != nil {
+		xpgs, err := r.cl.SchedulerPlugins.SchedulingV1alpha1().PodGroups(r.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("list PodGroups.scheduling.x-k8s.io: %w", err)
+		}
+		for i := range xpgs.Items {
+			o.xPodGroups[xpgs.Items[i].Name] = &xpgs.Items[i]
+		}
+	}
 	if withNodes {
 		nodes, err := r.cl.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -205,6 +218,9 @@ func (o *observation) parent(ref groupRef) (groupRef, bool) {
 	case KindPodGroup:
 		if pg := o.podGroups[ref.name]; pg != nil {
 			name = pg.Spec.ParentCompositePodGroupName
+		} else if xpg := o.xPodGroups[ref.name]; xpg != nil && xpg.Annotations[groups.XParentAnnotation] != "" {
+			parent := xpg.Annotations[groups.XParentAnnotation]
+			name = &parent
 		}
 	case KindComposite:
 		if cpg := o.composites[ref.name]; cpg != nil {
@@ -269,6 +285,8 @@ func (o *observation) settling() bool {
 			case KindPodGroup:
 				if pg := o.podGroups[ref.name]; pg != nil && pg.Spec.SchedulingPolicy.Gang != nil {
 					c.min = int(pg.Spec.SchedulingPolicy.Gang.MinCount)
+				} else if xpg := o.xPodGroups[ref.name]; pg == nil && xpg != nil {
+					c.min = int(xpg.Spec.MinMember)
 				}
 			case KindLabelGang:
 				if a, ok, err := groups.Attach(p); ok && err == nil {
@@ -389,6 +407,9 @@ func buildSnapshot(o *observation, evicted map[groupRef]int, priorities map[stri
 		b.state.Evicted = n
 	}
 	for name := range o.podGroups {
+		row(groupRef{KindPodGroup, name})
+	}
+	for name := range o.xPodGroups {
 		row(groupRef{KindPodGroup, name})
 	}
 	for name := range o.composites {
@@ -515,6 +536,19 @@ func describe(b *rowBuilder, o *observation, priorities map[string]int32) {
 	switch b.ref.kind {
 	case KindPodGroup:
 		pg := o.podGroups[b.ref.name]
+		if xpg := o.xPodGroups[b.ref.name]; pg == nil && xpg != nil {
+			b.created = xpg.CreationTimestamp.Time
+			parts = append(parts, fmt.Sprintf("gang min %d (scheduling.x-k8s.io)", xpg.Spec.MinMember))
+			if key := xpg.Annotations[groups.XTopologyKeyAnnotation]; key != "" {
+				b.state.TopologyKey = key
+				parts = append(parts, "one "+keyName(key))
+			}
+			if len(xpg.Spec.MinResources) > 0 {
+				parts = append(parts, "minResources")
+			}
+			parts = append(parts, priorityText(b.class, nil, priorities)...)
+			break
+		}
 		if pg == nil {
 			b.state.Policy = "PodGroup not found"
 			return

@@ -213,10 +213,14 @@ func exceedsAllocatable(need int, members []*corev1.Pod, alloc []placement.Resou
 }
 
 // describe prints requests the way a user wrote them, e.g. "1 cpu, 4Gi memory".
-func describe(r placement.Resources) string {
+func describe(r placement.Resources) string { return amounts(r, false) }
+
+// amounts is describe that, with zeros set, also prints the resources of r
+// that are 0 ("0 cpu free").
+func amounts(r placement.Resources, zeros bool) string {
 	names := make([]string, 0, len(r))
 	for n, v := range r {
-		if v > 0 {
+		if v > 0 || (zeros && v == 0) {
 			names = append(names, string(n))
 		}
 	}
@@ -226,13 +230,19 @@ func describe(r placement.Resources) string {
 		v := r[corev1.ResourceName(n)]
 		switch corev1.ResourceName(n) {
 		case corev1.ResourceCPU:
-			if v%1000 == 0 {
+			if v%1000 == 0 || v == 0 {
 				parts = append(parts, fmt.Sprintf("%d cpu", v/1000))
 			} else {
 				parts = append(parts, fmt.Sprintf("%dm cpu", v))
 			}
 		case corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
 			parts = append(parts, fmt.Sprintf("%s %s", bytes(v), n))
+		case corev1.ResourcePods:
+			if v == 1 {
+				parts = append(parts, "1 pod")
+			} else {
+				parts = append(parts, fmt.Sprintf("%d pods", v))
+			}
 		default:
 			parts = append(parts, fmt.Sprintf("%d %s", v, n))
 		}

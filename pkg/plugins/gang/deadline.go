@@ -21,6 +21,12 @@ import (
 // waited maxPermitWaitingTimeSeconds in all. A gang that keeps assembling
 // keeps its reservations; one that stalls gives them back as quickly as
 // before.
+//
+// A hierarchy whose group sets its own wait (a scheduler-plugins PodGroup's
+// scheduleTimeoutSeconds, Spec.WaitTimeout) waits exactly that long in all,
+// counted from its first member's arrival, as scheduler-plugins' per-pod
+// timer does: the group's owner chose the bound, so the profile's idle
+// timeout does not cut it short.
 
 // gangDeadlines holds the deadline of every hierarchy with members waiting
 // in Permit.
@@ -39,6 +45,10 @@ type gangDeadline struct {
 	started, last time.Time
 	arrivals      int
 	timer         *time.Timer
+	// idle and limit are this round's bounds; own is set when they come
+	// from the group (its scheduleTimeoutSeconds) rather than the profile.
+	idle, limit time.Duration
+	own         bool
 }
 
 func newGangDeadlines(idle, limit time.Duration, expire func(groups.Key, string)) *gangDeadlines {
@@ -47,7 +57,13 @@ func newGangDeadlines(idle, limit time.Duration, expire func(groups.Key, string)
 
 // progress records that a member of root entered Permit to wait: the first
 // one starts the round and its timer, later ones push the idle deadline.
-func (d *gangDeadlines) progress(root groups.Key) {
+func (d *gangDeadlines) progress(root groups.Key) { d.progressFor(root, 0) }
+
+// progressFor is progress for a hierarchy whose groups ask for a wait of
+// their own (0: none, the profile's bounds apply). The bound is read when
+// the round starts; a group changed while its members wait keeps the
+// round it started with.
+func (d *gangDeadlines) progressFor(root groups.Key, own time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
@@ -56,10 +72,14 @@ func (d *gangDeadlines) progress(root groups.Key) {
 		g.arrivals++
 		return
 	}
-	g := &gangDeadline{started: now, last: now, arrivals: 1}
+	g := &gangDeadline{started: now, last: now, arrivals: 1, idle: d.idle, limit: d.limit}
+	if own > 0 {
+		own = min(own, frameworkMaxPermitSeconds*time.Second)
+		g.idle, g.limit, g.own = own, own, true
+	}
 	// One timer per gang, re-armed lazily when it fires early: a 20,000
 	// member gang resets nothing per arrival.
-	g.timer = time.AfterFunc(d.idle, func() { d.check(root, g) })
+	g.timer = time.AfterFunc(g.idle, func() { d.check(root, g) })
 	d.open[root] = g
 }
 
@@ -72,7 +92,7 @@ func (d *gangDeadlines) check(root groups.Key, g *gangDeadline) {
 		return // the round ended (quorum, a failure) or was replaced
 	}
 	now := time.Now()
-	idleEnd, hardEnd := g.last.Add(d.idle), g.started.Add(d.limit)
+	idleEnd, hardEnd := g.last.Add(g.idle), g.started.Add(g.limit)
 	next := min(idleEnd.UnixNano(), hardEnd.UnixNano())
 	if now.UnixNano() < next {
 		g.timer.Reset(time.Duration(next - now.UnixNano()))
@@ -81,10 +101,13 @@ func (d *gangDeadlines) check(root groups.Key, g *gangDeadline) {
 	}
 	delete(d.open, root)
 	var reason string
-	if !hardEnd.After(now) {
-		reason = fmt.Sprintf("the gang waited %s in Permit in all (maxPermitWaitingTimeSeconds) without reaching its minimum; %d members had arrived", d.limit, g.arrivals)
-	} else {
-		reason = fmt.Sprintf("no member of the gang reached Permit for %s (permitWaitingTimeSeconds) after %d had arrived; the gang retries as a unit", d.idle, g.arrivals)
+	switch {
+	case g.own:
+		reason = fmt.Sprintf("the gang waited %s in Permit (its PodGroup's scheduleTimeoutSeconds) without reaching its minimum; %d members had arrived; the gang retries as a unit", g.limit, g.arrivals)
+	case !hardEnd.After(now):
+		reason = fmt.Sprintf("the gang waited %s in Permit in all (maxPermitWaitingTimeSeconds) without reaching its minimum; %d members had arrived", g.limit, g.arrivals)
+	default:
+		reason = fmt.Sprintf("no member of the gang reached Permit for %s (permitWaitingTimeSeconds) after %d had arrived; the gang retries as a unit", g.idle, g.arrivals)
 	}
 	d.mu.Unlock()
 	d.expire(root, reason)

@@ -127,3 +127,64 @@ func TestGangDeadlineFollowsProgress(t *testing.T) {
 		})
 	})
 }
+
+// TestGangDeadlineOfTheGroup: a hierarchy whose group sets its own wait
+// (scheduleTimeoutSeconds) is released that long after its first member
+// arrived, whether members keep arriving or not, and whatever the
+// profile's idle timeout; other gangs keep the profile's bounds.
+func TestGangDeadlineOfTheGroup(t *testing.T) {
+	const idle, limit = 2 * time.Second, 30 * time.Second
+	x := groups.Key{Dialect: groups.Coscheduling, Kind: groups.PodGroupKind, Namespace: "ns", Name: "x"}
+	plain := groups.Key{Kind: groups.PodGroupKind, Namespace: "ns", Name: "plain"}
+
+	t.Run("longer than the idle timeout: stalls do not release it early", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := &recorder{start: time.Now()}
+			d := newGangDeadlines(idle, limit, r.expire)
+			d.progressFor(x, 10*time.Second)
+			d.progress(plain)
+			time.Sleep(9 * time.Second)
+			synctest.Wait()
+			got := r.list()
+			require.Len(t, got, 1, "only the gang with the profile's bounds expired so far")
+			assert.Equal(t, plain, got[0].root)
+			assert.Equal(t, idle, got[0].at)
+			time.Sleep(time.Second)
+			synctest.Wait()
+			got = r.list()
+			require.Len(t, got, 2)
+			assert.Equal(t, x, got[1].root)
+			assert.Equal(t, 10*time.Second, got[1].at, "released at its own wait")
+			assert.Contains(t, got[1].reason, "waited 10s in Permit (its PodGroup's scheduleTimeoutSeconds)")
+		})
+	})
+
+	t.Run("shorter than the idle timeout: arrivals do not extend it", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := &recorder{start: time.Now()}
+			d := newGangDeadlines(time.Minute, 10*time.Minute, r.expire)
+			for i := 0; i < 10 && len(r.list()) == 0; i++ {
+				d.progressFor(x, 3*time.Second)
+				time.Sleep(time.Second)
+				synctest.Wait()
+			}
+			got := r.list()
+			require.Len(t, got, 1)
+			assert.Equal(t, 3*time.Second, got[0].at)
+			assert.Contains(t, got[0].reason, "3 members had arrived")
+		})
+	})
+
+	t.Run("a wait beyond the framework's limit is cut to it", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := &recorder{start: time.Now()}
+			d := newGangDeadlines(idle, limit, r.expire)
+			d.progressFor(x, time.Hour)
+			time.Sleep(time.Hour)
+			synctest.Wait()
+			got := r.list()
+			require.Len(t, got, 1)
+			assert.Equal(t, frameworkMaxPermitSeconds*time.Second, got[0].at)
+		})
+	})
+}

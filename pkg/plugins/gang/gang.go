@@ -95,6 +95,9 @@ type shared struct {
 	deadlines *gangDeadlines
 	// capacity rejects gangs larger than the cluster (capacity.go).
 	capacity *capacity
+	// room holds scheduler-plugins groups back until the cluster could
+	// hold their minResources (minresources.go).
+	room *minRoom
 
 	mu sync.Mutex
 	// complete remembers which hierarchies had all their members present,
@@ -142,7 +145,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}}
+	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}, room: newMinRoom()}
 	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
 	nodes := h.SharedInformerFactory().Core().V1().Nodes()
 	pl.shared.capacity = newCapacity(nodes.Lister())
@@ -248,6 +251,10 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, waitingMessage(short))
 	}
 	if msg := pl.tooLarge(ch); msg != "" {
+		pl.shared.status.Set(ch.Leaf().Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	if msg := pl.minResourcesWait(pod, ch); msg != "" {
 		pl.shared.status.Set(ch.Leaf().Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
@@ -374,6 +381,7 @@ func (pl *Gang) rejectWaiting(ctx context.Context, pod *corev1.Pod, msg string) 
 	pl.shared.attempts.failed(root, known, pod.UID, pl.args.permitLimit())
 	if known {
 		pl.shared.deadlines.done(root)
+		pl.shared.room.forgetHierarchy(root)
 	}
 	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
 		if m.UID == pod.UID {
@@ -406,28 +414,32 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 		pl.allowWaiting(pod)
 		return nil, 0
 	}
+	var own time.Duration
+	if leaf, ok := pl.groups.GroupOf(pod.UID); ok {
+		own = pl.groups.HierarchyWaitTimeout(leaf)
+	}
 	if leaf, ok := pl.groups.GroupOf(pod.UID); ok && pl.groups.HierarchyCount(leaf, groups.Is(groups.Assumed)) <= 1 {
 		// First member of this attempt: pull siblings that sit in backoff or
 		// the unschedulable queue forward instead of waiting for a flush,
 		// and tell the user the gang is assembling.
-		if leaf, ok := pl.groups.GroupOf(pod.UID); ok {
-			pl.activate(leaf)
-		}
-		pl.eventIfStillWaiting(pod)
+		pl.activate(leaf)
+		pl.eventIfStillWaiting(pod, own)
 	}
 	if root, grouped := pl.hierarchyOf(pod.UID); grouped {
 		pl.shared.attempts.waiting(root, pod.UID)
-		pl.shared.deadlines.progress(root)
+		pl.shared.deadlines.progressFor(root, own)
 	}
 	// The framework's per-pod timer only backs up the gang's own deadline
-	// (deadline.go), which moves with the gang's progress.
-	return fwk.NewStatus(fwk.Wait, waitingMessage(short)), pl.args.permitLimit()
+	// (deadline.go), which moves with the gang's progress or, for a group
+	// with a wait of its own, is that wait.
+	return fwk.NewStatus(fwk.Wait, waitingMessage(short)), min(max(pl.args.permitLimit(), own), frameworkMaxPermitSeconds*time.Second)
 }
 
 // expireGang releases every waiting member of root because the gang stopped
 // progressing in Permit, or waited its overall bound.
 func (pl *Gang) expireGang(root groups.Key, reason string) {
 	pl.shared.attempts.timedOut(root)
+	pl.shared.room.forgetHierarchy(root)
 	for _, m := range pl.groups.Members(root, groups.Is(groups.Assumed)) {
 		if wp := pl.handle.GetWaitingPod(m.UID); wp != nil {
 			wp.Reject(Name, reason)
@@ -504,11 +516,18 @@ const waitingEventDelay = time.Second
 
 // eventIfStillWaiting emits WaitingForGang on pod if it still waits in
 // Permit after waitingEventDelay (a tenth of the Permit timeout if that is
-// shorter), with the shortfall at that moment.
-func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod) {
+// shorter), with the shortfall at that moment. own is the wait the pod's
+// groups ask for (scheduleTimeoutSeconds), 0 for the profile's.
+func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod, own time.Duration) {
+	bounds := fmt.Sprintf("released after %s without one, or %s in all", pl.args.permitTimeout(), pl.args.permitLimit())
+	timeout := pl.args.permitTimeout()
+	if own > 0 {
+		timeout = min(own, frameworkMaxPermitSeconds*time.Second)
+		bounds = fmt.Sprintf("released after %s in all, its PodGroup's scheduleTimeoutSeconds", timeout)
+	}
 	// A short Permit timeout gets a proportionally short delay, so the
 	// event still comes well before the members are released.
-	delay := min(waitingEventDelay, pl.args.permitTimeout()/10)
+	delay := min(waitingEventDelay, timeout/10)
 	time.AfterFunc(delay, func() {
 		if pl.handle.GetWaitingPod(pod.UID) == nil {
 			return
@@ -517,7 +536,7 @@ func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod) {
 		if ok || err != nil {
 			return
 		}
-		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("reserved a node; waiting in Permit for the gang while its members keep arriving (released after %s without one, or %s in all): %s", pl.args.permitTimeout(), pl.args.permitLimit(), waitingMessage(short)))
+		pl.podEvent(pod, "WaitingForGang", fmt.Sprintf("reserved a node; waiting in Permit for the gang while its members keep arriving (%s): %s", bounds, waitingMessage(short)))
 	})
 }
 
@@ -563,6 +582,12 @@ func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev
 			fmt.Sprintf("the gang's plan reaches its minimum without member %s, which waits for room while the planned members go ahead", pod.Name))
 	}
 	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s fits on no node; the gang retries as a unit", pod.Namespace, pod.Name))
+	if refusedInPreFilter(statuses, pl.handle) {
+		// This plugin's PreFilter refused the member (an invalid or
+		// incomplete group, one larger than the cluster, minResources
+		// that do not fit) and already said why on the group.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
 	if !gang {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
@@ -584,6 +609,17 @@ func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		pl.shared.status.Set(leaf.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 	}
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// refusedInPreFilter reports whether this plugin's PreFilter refused the
+// pod: the framework then marks every node with its status.
+func refusedInPreFilter(statuses fwk.NodeToStatusReader, h fwk.Handle) bool {
+	nodes, err := h.SnapshotSharedLister().NodeInfos().List()
+	if err != nil || len(nodes) == 0 {
+		return false
+	}
+	st := statuses.Get(nodes[0].Node().Name)
+	return st != nil && st.Plugin() == Name
 }
 
 // groupChanged runs after the cache saw a change of group k. It activates
@@ -630,6 +666,11 @@ func (pl *Gang) groupChanged(k groups.Key, object bool) {
 		// triggered it (the informers' handlers run in no set order), so
 		// the waiting count is refreshed from here too.
 		for _, key := range keys {
+			if info, ok := pl.groups.Get(key); ok && info.Invalid != "" {
+				// PreFilter says why the group cannot be scheduled; a
+				// count of its pods would hide that.
+				continue
+			}
 			if sat, have, need := pl.groups.Satisfied(key, groups.ByExisting); !sat && have > 0 {
 				short := groups.Shortfall{Key: key, Leaf: key.Kind != groups.CompositeKind, Have: have, Need: need}
 				pl.shared.status.Set(key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPods, waitingMessage(short)))
@@ -655,6 +696,7 @@ func (pl *Gang) forgetGroup(k groups.Key) {
 	pl.shared.mu.Unlock()
 	pl.shared.events.forgetGroup(k)
 	pl.shared.capacity.forget(k)
+	pl.shared.room.forget(k)
 	// Members still waiting were deleted with their group; the framework
 	// rejects them, but the cache may no longer say which gang they were.
 	pl.shared.deadlines.done(k)
