@@ -91,6 +91,12 @@ type shared struct {
 	deadlines *gangDeadlines
 	// capacity rejects gangs larger than the cluster (capacity.go).
 	capacity *capacity
+	// drain tracks the binds Permit let through, for a graceful stop
+	// (drain.go).
+	drain *Drain
+	// lifetime ends with the scheduler instance; binding requests run
+	// until then rather than until their cycle ends (bindpace.go).
+	lifetime context.Context
 
 	mu sync.Mutex
 	// complete remembers which hierarchies had all their members present,
@@ -103,8 +109,25 @@ var (
 	sharedFor = map[*groups.Fed]*shared{}
 )
 
-// New builds the plugin from its args.
+// New builds the plugin from its args, for a scheduler that is never
+// stopped gracefully.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	return NewWithDrain(nil)(ctx, obj, h)
+}
+
+// NewWithDrain returns the plugin's factory for a scheduler whose graceful
+// stop waits on d (nil: a Drain nobody waits on). Every profile of one
+// scheduler must get the same d.
+func NewWithDrain(d *Drain) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return newGang(ctx, obj, h, d)
+	}
+}
+
+func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, d *Drain) (fwk.Plugin, error) {
+	if d == nil {
+		d = NewDrain()
+	}
 	args, err := DecodeArgs(obj)
 	if err != nil {
 		return nil, err
@@ -132,7 +155,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}}
+	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}, drain: d, lifetime: ctx}
 	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
 	nodes := h.SharedInformerFactory().Core().V1().Nodes()
 	pl.shared.capacity = newCapacity(nodes.Lister())
@@ -345,6 +368,7 @@ func (pl *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, no
 func (pl *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
 	pl.groups.MarkPending(pod)
 	pl.shared.binds.release(pod.UID)
+	pl.shared.drain.finish(pod.UID, false)
 	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s was released; the gang retries as a unit", pod.Namespace, pod.Name))
 }
 
@@ -378,11 +402,24 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 			// Unreserve of this member releases the waiting ones.
 			return fwk.NewStatus(fwk.Unschedulable, msg), 0
 		}
-		if root, grouped := pl.hierarchyOf(pod.UID); grouped {
+		root, grouped := pl.hierarchyOf(pod.UID)
+		waiting, pods := pl.waitingToAllow(pod)
+		group := ""
+		if grouped {
+			group = root.String()
+		}
+		if !pl.shared.drain.admit(group, append(pods, pod)) {
+			// Unreserve of this member releases the waiting ones: a gang
+			// the stopping scheduler has not let through binds nothing.
+			return fwk.NewStatus(fwk.Unschedulable, MsgStopping), 0
+		}
+		if grouped {
 			pl.shared.attempts.allowed(root)
 			pl.shared.deadlines.done(root)
 		}
-		pl.allowWaiting(pod)
+		for _, wp := range waiting {
+			wp.Allow(Name)
+		}
 		return nil, 0
 	}
 	if leaf, ok := pl.groups.GroupOf(pod.UID); ok && pl.groups.HierarchyCount(leaf, groups.Is(groups.Assumed)) <= 1 {
@@ -470,7 +507,11 @@ func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod) {
 	})
 }
 
-func (pl *Gang) allowWaiting(pod *corev1.Pod) {
+// waitingToAllow returns the members of pod's hierarchy that wait in
+// Permit and whose chain has quorum now, with their pods.
+func (pl *Gang) waitingToAllow(pod *corev1.Pod) ([]fwk.WaitingPod, []*corev1.Pod) {
+	var waiting []fwk.WaitingPod
+	var pods []*corev1.Pod
 	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
 		if m.UID == pod.UID {
 			continue
@@ -480,9 +521,11 @@ func (pl *Gang) allowWaiting(pod *corev1.Pod) {
 			continue
 		}
 		if ok, _, err := pl.groups.Quorum(m, groups.ByPlaced); ok && err == nil {
-			wp.Allow(Name)
+			waiting = append(waiting, wp)
+			pods = append(pods, m)
 		}
 	}
+	return waiting, pods
 }
 
 // PostFilter runs when a member fits nowhere: it releases the waiting
