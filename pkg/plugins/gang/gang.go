@@ -378,7 +378,11 @@ func (pl *Gang) rejectWaiting(ctx context.Context, pod *corev1.Pod, msg string) 
 	if known {
 		pl.shared.deadlines.done(root)
 	}
-	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
+	unit, ok := pl.gangUnit(pod)
+	if !ok {
+		return // no gang waits for this pod
+	}
+	for _, m := range pl.groups.SubtreeMembers(unit, groups.Is(groups.Assumed)) {
 		if m.UID == pod.UID {
 			continue
 		}
@@ -388,6 +392,27 @@ func (pl *Gang) rejectWaiting(ctx context.Context, pod *corev1.Pod, msg string) 
 			}
 		}
 	}
+}
+
+// gangUnit returns the highest gang on pod's chain: the members whose
+// quorum pod counts toward, which wait for it and must let go when it
+// fails. Siblings under a basic composite are not in it: releasing a child
+// gang whenever its basic sibling fits nowhere made the two take turns
+// forever, the waiting child re-activating the failing one each round.
+// false when no group of the chain is a gang.
+func (pl *Gang) gangUnit(pod *corev1.Pod) (groups.Key, bool) {
+	ch, grouped, err := pl.groups.ChainOf(pod)
+	if !grouped || err != nil {
+		return groups.Key{}, false
+	}
+	var unit groups.Key
+	found := false
+	for _, g := range ch {
+		if g.Gang {
+			unit, found = g.Key, true
+		}
+	}
+	return unit, found
 }
 
 // Permit lets a member through once its whole hierarchy has quorum, and
@@ -423,11 +448,11 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 		return nil, 0
 	}
 	if leaf, ok := pl.groups.GroupOf(pod.UID); ok && pl.groups.HierarchyCount(leaf, groups.Is(groups.Assumed)) <= 1 {
-		// First member of this attempt: pull siblings that sit in backoff or
-		// the unschedulable queue forward instead of waiting for a flush,
-		// and tell the user the gang is assembling.
-		if leaf, ok := pl.groups.GroupOf(pod.UID); ok {
-			pl.activate(leaf)
+		// First member of this attempt: pull siblings of its gang that sit
+		// in backoff or the unschedulable queue forward instead of waiting
+		// for a flush, and tell the user the gang is assembling.
+		if unit, ok := pl.gangUnit(pod); ok {
+			pl.activatePods(pl.groups.SubtreeMembers(unit, groups.Is(groups.Pending)))
 		}
 		pl.eventIfStillWaiting(pod)
 	}
@@ -655,7 +680,10 @@ func (pl *Gang) forgetVerdict(k groups.Key) {
 
 // activate moves the pending members of k's hierarchy to the active queue.
 func (pl *Gang) activate(k groups.Key) {
-	pending := pl.groups.Members(k, groups.Is(groups.Pending))
+	pl.activatePods(pl.groups.Members(k, groups.Is(groups.Pending)))
+}
+
+func (pl *Gang) activatePods(pending []*corev1.Pod) {
 	if len(pending) == 0 {
 		return
 	}
