@@ -72,9 +72,18 @@ fuzz:
 
 test: test-unit fuzz test-integration
 
-# The randomized invariant runner with 200 seeds (make test runs 20).
+# The randomized invariant runner with SOAK_SEEDS seeds (default 1,000;
+# make test runs the 20 fixed seeds and the regression seeds), SOAK_PARALLEL
+# at a time on one control plane; SOAK_FIRST fixes the first seed (default
+# time-based). A failing seed is printed with its replay command: commit it
+# to randomRegressionSeeds in test/integration/random_test.go with the fix.
+SOAK_SEEDS ?= 1000
+SOAK_PARALLEL ?= 4
+SOAK_FIRST ?=
 soak:
-	PHALANX_RANDOM_SEEDS=200 $(GO) test -count=1 -timeout 90m -run TestRandomizedInvariants -v ./test/integration/ | grep -E '^(---|===|PASS|FAIL|ok)|seeds run'
+	set -o pipefail; PHALANX_RANDOM_SEEDS=$(SOAK_SEEDS) PHALANX_RANDOM_PARALLEL=$(SOAK_PARALLEL) PHALANX_RANDOM_FIRST=$(SOAK_FIRST) \
+	  $(GO) test -count=1 -timeout 180m -parallel $(SOAK_PARALLEL) -run TestRandomizedInvariants -v ./test/integration/ | \
+	  grep -E '^\s*(--- FAIL|PASS|FAIL|ok)|VIOLATION|seeds run'
 
 # Upstream kube-scheduler's own scheduler_perf workloads
 # (podgroup/{gangscheduling,basicscheduling,tas} and workload_preemption),

@@ -693,8 +693,30 @@ func (c *Cache) Members(k Key, keep func(State) bool) []*corev1.Pod {
 	if chain, err := c.chainLocked(k); err == nil {
 		root = chain[len(chain)-1]
 	}
+	return c.membersUnderLocked(root, 0, keep)
+}
+
+// SubtreeMembers returns the members of group k and of the groups below
+// it (not of k's parents or siblings) whose state passes keep, sorted by
+// namespace and name. Under a basic composite each child gang is a unit of
+// its own: what happens to one child's members is no business of another's.
+func (c *Cache) SubtreeMembers(k Key, keep func(State) bool) []*corev1.Pod {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	g := c.groups[k]
+	if g == nil {
+		return nil
+	}
+	depth := 0
+	if chain, err := c.chainLocked(k); err == nil {
+		depth = len(chain) - 1
+	}
+	return c.membersUnderLocked(g, depth, keep)
+}
+
+func (c *Cache) membersUnderLocked(top *Group, depth int, keep func(State) bool) []*corev1.Pod {
 	var out []*corev1.Pod
-	c.walkLeavesLocked(root, 0, func(g *Group) {
+	c.walkLeavesLocked(top, depth, func(g *Group) {
 		for _, m := range g.members {
 			if keep(m.State) {
 				out = append(out, m.Pod)

@@ -635,6 +635,15 @@ func TestCacheMembers(t *testing.T) {
 		})
 	}
 
+	t.Run("SubtreeMembers stops at the group asked for", func(t *testing.T) {
+		c := build()
+		assert.Equal(t, []string{"a-a1", "a-b2", "b-c", "b-x"}, names(c.SubtreeMembers(cpgKey("mid"), all)), "a middle composite: its own leaves only")
+		assert.Equal(t, []string{"a-a1", "a-b2"}, names(c.SubtreeMembers(pgKey("a"), all)), "a leaf: its own members only")
+		assert.Equal(t, []string{"a-a1", "a-b2", "b-c", "b-x", "c-0"}, names(c.SubtreeMembers(cpgKey("root"), all)), "the root: the whole hierarchy")
+		assert.Equal(t, []string{"b-c"}, names(c.SubtreeMembers(cpgKey("mid"), Is(Assumed))))
+		assert.Nil(t, c.SubtreeMembers(pgKey("unknown"), all))
+	})
+
 	t.Run("HierarchyMembers resolves the pod's group and returns the same members", func(t *testing.T) {
 		c := build()
 		got := c.HierarchyMembers(newPod("a-a1", inPodGroup("a")), Is(Bound))

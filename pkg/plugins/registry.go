@@ -14,13 +14,17 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
-// Registry lists the out-of-tree plugins of the Phalanx scheduler. Both
-// cmd/phalanx-scheduler and the sandbox use it, so tests exercise exactly the
-// binary's code path.
-func Registry() []app.Option {
+// Registry lists the out-of-tree plugins of the Phalanx scheduler, for a
+// scheduler that is never stopped gracefully.
+func Registry() []app.Option { return RegistryWithDrain(nil) }
+
+// RegistryWithDrain lists the plugins of one scheduler instance whose
+// graceful stop waits on d (pkg/graceful). Both cmd/phalanx-scheduler and
+// the sandbox use it, so tests exercise exactly the binary's code path.
+func RegistryWithDrain(d *gang.Drain) []app.Option {
 	return []app.Option{
 		app.WithPlugin(queuesort.Name, queuesort.New),
-		app.WithPlugin(gang.Name, gang.New),
+		app.WithPlugin(gang.Name, gang.NewWithDrain(d)),
 		app.WithPlugin(topology.Name, topology.New),
 		app.WithPlugin(preemption.Name, preemption.New),
 	}

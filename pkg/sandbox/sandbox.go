@@ -22,6 +22,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/config"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 )
 
 // Options configure a sandbox cluster. The zero value starts an empty
@@ -227,6 +228,19 @@ func (c *Cluster) StopScheduler() {
 	if s != nil {
 		s.Stop()
 	}
+}
+
+// TerminateScheduler stops the in-process scheduler as SIGTERM stops
+// phalanx-scheduler (Scheduler.Terminate) and reports the drain.
+func (c *Cluster) TerminateScheduler() gang.DrainReport {
+	c.mu.Lock()
+	s := c.scheduler
+	c.scheduler = nil
+	c.mu.Unlock()
+	if s == nil {
+		return gang.DrainReport{}
+	}
+	return s.Terminate()
 }
 
 // writeSchedulerConfig adapts a deployable KubeSchedulerConfiguration to the

@@ -16,13 +16,17 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
 
+	"github.com/phalanx-sched/phalanx/pkg/graceful"
 	"github.com/phalanx-sched/phalanx/pkg/plugins"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 )
 
 // Scheduler is a kube-scheduler running inside this process with the same
 // plugin registry as cmd/phalanx-scheduler.
 type Scheduler struct {
-	cancel   context.CancelFunc
+	life *graceful.Lifecycle
+	// term starts a graceful stop, as SIGTERM does in phalanx-scheduler.
+	term     context.CancelFunc
 	done     chan struct{}
 	sched    *scheduler.Scheduler
 	informer informers.SharedInformerFactory
@@ -82,11 +86,27 @@ func (s *Scheduler) NominatedPods(nodes []string) map[string][]string {
 // which its plugins share state (e.g. groups.Shared).
 func (s *Scheduler) InformerFactory() informers.SharedInformerFactory { return s.informer }
 
-// Stop cancels the scheduler and waits until its loop has returned.
+// Stop ends the scheduler at once, as SIGKILL would (binding requests in
+// flight are abandoned), and waits until its loop has returned.
 func (s *Scheduler) Stop() {
-	s.cancel()
+	s.life.Kill()
+	s.term()
 	<-s.done
 }
+
+// Terminate stops the scheduler as SIGTERM stops phalanx-scheduler: no
+// more cycles, then a wait of at most drainTimeout for the binds it let
+// through Permit. It returns once the scheduler has stopped, with what
+// the drain achieved.
+func (s *Scheduler) Terminate() gang.DrainReport {
+	s.term()
+	<-s.done
+	return s.life.Stop()
+}
+
+// DrainTimeout is how long Terminate waits for binds; phalanx-scheduler's
+// default.
+var DrainTimeout = graceful.DefaultDrainTimeout
 
 // StartScheduler runs a Phalanx scheduler configured by the
 // KubeSchedulerConfiguration file at configPath, whose
@@ -126,12 +146,16 @@ func StartScheduler(ctx context.Context, configPath string) (*Scheduler, error) 
 		}
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	cc, sched, err := app.Setup(ctx, opts, plugins.Registry()...)
+	term, stop := context.WithCancel(context.Background())
+	life := graceful.New(ctx, term, DrainTimeout)
+	ctx, cancel := life.Context(), life.Kill
+	cc, sched, err := app.Setup(ctx, opts, life.Registry()...)
 	if err != nil {
 		cancel()
+		stop()
 		return nil, fmt.Errorf("set up scheduler from %s: %w", configPath, err)
 	}
+	life.Attach(sched)
 	cc.EventBroadcaster.StartRecordingToSink(ctx.Done())
 	cc.InformerFactory.Start(ctx.Done())
 	if cc.DynInformerFactory != nil {
@@ -143,9 +167,10 @@ func StartScheduler(ctx context.Context, configPath string) (*Scheduler, error) 
 	}
 	if err := sched.WaitForHandlersSync(ctx); err != nil {
 		cancel()
+		stop()
 		return nil, fmt.Errorf("scheduler handlers did not sync: %w", err)
 	}
-	s := &Scheduler{cancel: cancel, done: make(chan struct{}), sched: sched, informer: cc.InformerFactory}
+	s := &Scheduler{life: life, term: stop, done: make(chan struct{}), sched: sched, informer: cc.InformerFactory}
 	go func() {
 		defer close(s.done)
 		defer cc.EventBroadcaster.Shutdown()

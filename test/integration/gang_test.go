@@ -301,6 +301,57 @@ func TestGangOfGangs(t *testing.T) {
 	})
 }
 
+// TestBasicCompositeChildThatDoesNotFitDoesNotHoldBackItsSibling: a
+// rack-constrained basic composite, created after its children and their
+// pods, with child gang "a" (min 1 of 2 pods of 3 cpu and 4Gi, sorting
+// first) and child gang "b" (2 of 3 cpu and 1Gi). Rack 0 (two 4-cpu, 2Gi
+// nodes) holds b whole; rack 1 (one 4-cpu, 8Gi node) holds one pod. The
+// plan takes rack 0 for b, and a has no room there. Each child is its own
+// gang, so b binds and a waits. A member of a failing in PostFilter must
+// not release b's members waiting in Permit: it did, b's first waiting
+// member pulled a forward again, and the two went round without pause
+// (hundreds of attempts a second, starving every other pod) until b bound
+// by chance (found by the randomized runner).
+func TestBasicCompositeChildThatDoesNotFitDoesNotHoldBackItsSibling(t *testing.T) {
+	c := startCluster(t, sandbox.Options{Scheduler: true})
+	ctx := context.Background()
+	var nodes []*corev1.Node
+	for i, mem := range []string{"2Gi", "2Gi", "8Gi"} {
+		name, rack := fmt.Sprintf("n%d", i), fmt.Sprintf("rack-%d", i/2)
+		nodes = append(nodes, sandbox.NewNode(name, map[string]string{sandbox.HostnameLabel: name, sandbox.RackLabel: rack}, corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse(mem), corev1.ResourcePods: resource.MustParse("110"),
+		}))
+	}
+	require.NoError(t, sandbox.CreateNodes(ctx, c.Client, nodes))
+	ns := namespace(t, c)
+	for _, child := range []struct {
+		name, mem string
+		min       int32
+	}{{"a", "4Gi", 1}, {"b", "1Gi", 2}} {
+		pg := gangPG(child.name, child.min)
+		pg.Spec.ParentCompositePodGroupName = ptr.To("job")
+		createPodGroup(t, c, ns, pg)
+		for i := 0; i < 2; i++ {
+			p := member{name: fmt.Sprintf("%s-%d", child.name, i), labels: inGroup(child.name), cpu: "3"}.pod()
+			p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse(child.mem)
+			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+	before := scheduleAttempts(t)
+	root := composite("job", 0)
+	root.Spec.SchedulingConstraints = &v1alpha1.CompositePodGroupSchedulingConstraints{Topology: topo(sandbox.RackLabel)}
+	_, err := c.Phalanx.SchedulingV1alpha1().CompositePodGroups(ns).Create(ctx, root, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	eventually(t, 30*time.Second, "child b bound", func() (bool, error) { return boundWithPrefix(t, c, ns, "b-") == 2, nil })
+	assert.Zero(t, boundWithPrefix(t, c, ns, "a-"), "a has no room in b's rack")
+	time.Sleep(2 * time.Second)
+	attempts := scheduleAttempts(t) - before
+	t.Logf("%v scheduling attempts", attempts)
+	assert.Less(t, attempts, 40.0, "the children took turns instead of b binding")
+}
+
 // TestBasicPolicyPlacesWhatFits: a basic group is best effort.
 func TestBasicPolicyPlacesWhatFits(t *testing.T) {
 	c := startCluster(t, sandbox.Options{Scheduler: true})

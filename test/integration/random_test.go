@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/config"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
 )
 
@@ -37,13 +40,25 @@ var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-
 // TestRandomizedInvariants drives the real plugins with random streams of
 // actions on random clusters: gangs, basic groups, composites and label
 // gangs at mixed priorities (so they preempt each other), plain pods,
-// deletions of pods, whole groups and nodes, new nodes, and minCount
-// changes. At every quiescent point it checks that:
-//   - no gang is bound below minCount, and no gang composite has fewer than
+// deletions of pods, whole groups and nodes, new nodes, node drains (cordon
+// and evict, later uncordon), minCount changes, label gangs whose members
+// disagree on min-available, gang Jobs (gated or not) that are created,
+// finish pods (succeeded, or failed and retried) and are deleted, and
+// gangs whose members carry constraints the plan must honour: required
+// pod anti-affinity one per node, a host port, or DoNotSchedule topology
+// spread (random_churn_test.go). At every quiescent point it checks that:
+//   - no gang (a Job's too, against the minCount phalanx-controller gives
+//     it) is bound below minCount, and no gang composite has fewer than
 //     minGroupCount children at their minimum, except after the runner took
-//     bound pods away (deleted a pod or a node, raised minCount) or a
-//     single-mode group lost pods to preemption: the documented disturbed
-//     case, which ends once nothing of the group is bound;
+//     bound pods away (deleted, evicted or finished a pod, deleted a node,
+//     raised minCount) or a single-mode group lost pods to preemption: the
+//     documented disturbed case, which ends once nothing of the group is
+//     bound;
+//   - a label gang whose members disagree on min-available binds nothing,
+//     and its pending pods have an event naming the disagreement;
+//   - bound members keep their constraints: no two anti-affine members on
+//     one node, no host port used twice on a node, members spread within
+//     maxSkew over the seed's domains (until nodes or members change);
 //   - no node is overcommitted on cpu, memory or pod count, and no pod is
 //     bound to a node that does not exist;
 //   - the bound pods of every group (and of every composite) lie in one
@@ -61,26 +76,43 @@ var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-
 //   - liveness: while the runner waits, no pending gang, basic group or
 //     plain pod whose next step (minCount − bound members of a gang, one
 //     pod otherwise) fits the free room of one domain (the domain of its
-//     bound pods, if any) stays pending.
+//     bound pods, if any) of uncordoned nodes stays pending (one member per
+//     node for anti-affine and host-port gangs; spread gangs are left
+//     out).
 //
-// Seeds are printed. make test runs 20 fixed seeds, so a red run is
-// reproducible; PHALANX_RANDOM_SEEDS sets how many run from a time-based
-// first seed (make soak runs 200), PHALANX_RANDOM_SEED replays one.
+// Seeds are printed. make test runs 20 fixed seeds and the regression
+// seeds (randomRegressionSeeds), so a red run is reproducible;
+// PHALANX_RANDOM_SEEDS sets how many run from a first seed that is
+// PHALANX_RANDOM_FIRST or time-based (make soak runs 1,000),
+// PHALANX_RANDOM_SEED replays one. PHALANX_RANDOM_PARALLEL=n runs up to n
+// seeds at once on the one cluster (with go test -parallel n): each seed has
+// its own namespace and nodes, and its pods select only those nodes.
 func TestRandomizedInvariants(t *testing.T) {
-	seeds := 20
-	first := int64(43647)
+	var list []int64
+	for s := int64(43647); s <= 43666; s++ {
+		list = append(list, s)
+	}
+	list = append(list, randomRegressionSeeds...)
 	if v, err := strconv.Atoi(os.Getenv("PHALANX_RANDOM_SEEDS")); err == nil && v > 0 {
-		seeds = v
-		first = time.Now().UnixNano() % 100000
+		first := time.Now().UnixNano() % 100000
+		if f, err := strconv.ParseInt(os.Getenv("PHALANX_RANDOM_FIRST"), 10, 64); err == nil {
+			first = f
+		}
+		list = list[:0]
+		for i := 0; i < v; i++ {
+			list = append(list, first+int64(i))
+		}
 	}
 	if v, err := strconv.ParseInt(os.Getenv("PHALANX_RANDOM_SEED"), 10, 64); err == nil {
-		first, seeds = v, 1
+		list = []int64{v}
 	}
-	t.Logf("seeds %d..%d; replay one with PHALANX_RANDOM_SEED=<seed> go test -count=1 -run TestRandomizedInvariants -v ./test/integration/", first, first+int64(seeds)-1)
+	parallel, _ := strconv.Atoi(os.Getenv("PHALANX_RANDOM_PARALLEL"))
+	t.Logf("%d seeds (%d..%d); replay one with PHALANX_RANDOM_SEED=<seed> go test -count=1 -run TestRandomizedInvariants -v ./test/integration/",
+		len(list), list[0], list[len(list)-1])
 	cfg := strings.Replace(string(config.SecondScheduler), "permitWaitingTimeSeconds: 60",
 		fmt.Sprintf("permitWaitingTimeSeconds: %d", int(randomPermitTimeout.Seconds())), 1)
 	require.Contains(t, cfg, fmt.Sprintf("permitWaitingTimeSeconds: %d", int(randomPermitTimeout.Seconds())))
-	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, SchedulerConfig: []byte(cfg)})
+	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, Controllers: true, SchedulerConfig: []byte(cfg)})
 	for name, value := range randomClasses {
 		if name != "" {
 			_, err := c.Client.SchedulingV1().PriorityClasses().Create(context.Background(),
@@ -89,21 +121,37 @@ func TestRandomizedInvariants(t *testing.T) {
 		}
 	}
 	start := time.Now()
+	var mu sync.Mutex
 	violations, failed := 0, []string{}
-	for i := 0; i < seeds; i++ {
-		seed := first + int64(i)
-		var found int
-		ok := t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
-			found = runRandomSeed(t, c, seed)
-		})
-		violations += found
-		if !ok {
-			failed = append(failed, strconv.FormatInt(seed, 10))
+	// The group returns once every (parallel) seed has finished.
+	t.Run("seeds", func(t *testing.T) {
+		for _, seed := range list {
+			t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+				if parallel > 1 {
+					t.Parallel()
+				}
+				defer func() {
+					mu.Lock()
+					defer mu.Unlock()
+					if t.Failed() {
+						failed = append(failed, strconv.FormatInt(seed, 10))
+					}
+				}()
+				found := runRandomSeed(t, c, seed)
+				mu.Lock()
+				violations += found
+				mu.Unlock()
+			})
 		}
-	}
-	t.Logf("%d seeds run from %d in %v: %d with invariant violations %v, %d violations in all",
-		seeds, first, time.Since(start).Round(time.Second), len(failed), failed, violations)
+	})
+	sort.Strings(failed)
+	t.Logf("%d seeds run in %v: %d with invariant violations %v, %d violations in all",
+		len(list), time.Since(start).Round(time.Second), len(failed), failed, violations)
 }
+
+// randomRegressionSeeds once found an invariant violation; make test
+// replays them with the fixed seeds.
+var randomRegressionSeeds = []int64{}
 
 // rGroup is a PodGroup (standalone or a composite's child) or a label gang
 // the runner created.
@@ -119,6 +167,17 @@ type rGroup struct {
 	all       bool   // disruptionMode all (its own)
 	parent    string // composite, "" for a standalone group
 	disturbed string // why it may be bound below minCount, "" when it may not
+	// cons is the pod constraint every member carries, nil for none.
+	cons *rConstraint
+	// spreadDisturbed says why the members' topology spread may have gone
+	// beyond maxSkew since they were placed (domains or members changed).
+	spreadDisturbed string
+	// disagree: a label gang created with members that disagree on
+	// min-available; everValid: its live members agreed at some check.
+	disagree, everValid bool
+	// job is the gang Job whose PodGroup this is ("" for none); its pods
+	// are created by the Job controller and found by label.
+	job string
 }
 
 // rComposite is a CompositePodGroup the runner created.
@@ -133,13 +192,16 @@ type rComposite struct {
 	disturbed     string
 }
 
-// rPod is a pod the runner created and has not deleted.
+// rPod is a pod the runner created (or a gang Job's pod it found) and has
+// not deleted.
 type rPod struct {
 	name     string
 	group    string // "" for a plain pod
 	class    string
 	cpu, mem int64
 	labels   map[string]string
+	cons     *rConstraint
+	job      string // the Job that created it, "" for the runner's own
 }
 
 type randomRunner struct {
@@ -157,10 +219,15 @@ type randomRunner struct {
 	comps     map[string]*rComposite
 	pods      map[string]*rPod
 	prevBound map[string]string // pod -> node at the last check
-	log       []string
-	found     int
-	evicted   int
-	reported  map[string]bool
+	jobs      map[string]*rJob
+	cordoned  map[string]bool
+	// gone lists Job pods the runner finished, evicted or deleted: they
+	// are not tracked again.
+	gone     map[string]bool
+	log      []string
+	found    int
+	evicted  int
+	reported map[string]bool
 }
 
 func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int) {
@@ -170,6 +237,7 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int
 		ns: namespace(t, c), prefix: fmt.Sprintf("s%d", seed),
 		racks: map[int]int{}, nodes: map[string]bool{}, groups: map[string]*rGroup{},
 		comps: map[string]*rComposite{}, pods: map[string]*rPod{}, prevBound: map[string]string{}, reported: map[string]bool{},
+		jobs: map[string]*rJob{}, cordoned: map[string]bool{}, gone: map[string]bool{},
 	}
 	t.Cleanup(r.cleanup)
 	r.zones = 1 + r.rng.Intn(2)
@@ -185,22 +253,26 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int
 
 	actions := 4 + r.rng.Intn(5)
 	for a := 0; a < actions; a++ {
-		switch op := r.rng.Intn(100); {
-		case op < 25:
+		switch op := r.rng.Intn(130); {
+		case op < 22:
 			r.createGroup(a)
-		case op < 35:
+		case op < 32:
+			r.createConstrainedGroup(a)
+		case op < 41:
 			r.createComposite(a)
-		case op < 40:
+		case op < 46:
 			r.createLabelGang(a)
-		case op < 52:
+		case op < 51:
+			r.createDisagreeingLabelGang(a)
+		case op < 61:
 			r.createPlainPods(a)
-		case op < 60:
-			r.deleteMember()
 		case op < 68:
+			r.deleteMember()
+		case op < 75:
 			r.deleteGroup()
-		case op < 76:
+		case op < 82:
 			r.deleteNode()
-		case op < 84:
+		case op < 90:
 			z := r.rng.Intn(r.zones + 1)
 			if z == r.zones {
 				r.zones++
@@ -209,9 +281,19 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int
 			if rk == r.racks[z] {
 				r.racks[z]++
 			}
-			r.logf("add node %s", r.addNode(z, rk))
-		default:
+			name := r.addNode(z, rk)
+			r.nodesChanged("node " + name + " added")
+			r.logf("add node %s", name)
+		case op < 100:
 			r.changeMinCount()
+		case op < 112:
+			r.createJob(a)
+		case op < 117:
+			r.deleteJob()
+		case op < 123:
+			r.finishJobPod()
+		default:
+			r.drainNode()
 		}
 		r.quiesce()
 		r.check()
@@ -248,9 +330,42 @@ func (r *randomRunner) violation(format string, args ...interface{}) {
 	r.reported[msg] = true
 	r.found++
 	r.t.Errorf("VIOLATION (replay with PHALANX_RANDOM_SEED=%s): %s", strings.TrimPrefix(r.prefix, "s"), msg)
+	r.dumpPending()
+}
+
+// dumpPending logs every pending pod of the seed as the API server has it:
+// its group label, scheduling gates and why the scheduler left it pending.
+func (r *randomRunner) dumpPending() {
+	pods, err := r.c.Client.CoreV1().Pods(r.ns).List(r.ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	var lines []string
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" {
+			continue
+		}
+		why := ""
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				why = c.Reason + ": " + c.Message
+			}
+		}
+		var gates []string
+		for _, g := range p.Spec.SchedulingGates {
+			gates = append(gates, g.Name)
+		}
+		lines = append(lines, fmt.Sprintf("%s group=%q job=%q gates=%v nominated=%q deleting=%v phase=%s scheduled=%q",
+			p.Name, p.Labels[v1alpha1.PodGroupLabel]+p.Labels[v1alpha1.LightweightNameLabel], p.Labels["batch.kubernetes.io/job-name"], gates,
+			p.Status.NominatedNodeName, p.DeletionTimestamp != nil, p.Status.Phase, why))
+	}
+	sort.Strings(lines)
+	r.t.Logf("pending pods at the violation:\n  %s", strings.Join(lines, "\n  "))
 }
 
 func (r *randomRunner) cleanup() {
+	// Jobs first: their controller would re-create the pods deleted below.
+	_ = r.c.Client.BatchV1().Jobs(r.ns).DeleteCollection(r.ctx, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}, metav1.ListOptions{})
 	_ = r.c.Client.CoreV1().Pods(r.ns).DeleteCollection(r.ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
 	_ = r.c.Client.CoreV1().Nodes().DeleteCollection(r.ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "seed=" + r.prefix})
 }
@@ -290,6 +405,7 @@ func (r *randomRunner) createPod(p *rPod) {
 	pod := member{name: p.name, labels: p.labels, cpu: fmt.Sprintf("%dm", p.cpu), priorityClass: p.class}.pod()
 	pod.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = *resource.NewQuantity(p.mem, resource.BinarySI)
 	pod.Spec.NodeSelector = map[string]string{"seed": r.prefix}
+	p.cons.apply(&pod.Spec, p.group)
 	_, err := r.c.Client.CoreV1().Pods(r.ns).Create(r.ctx, pod, metav1.CreateOptions{})
 	require.NoError(r.t, err, "create pod %s", p.name)
 	r.pods[p.name] = p
@@ -301,7 +417,7 @@ func (r *randomRunner) createMembers(g *rGroup) {
 		labels = map[string]string{v1alpha1.LightweightNameLabel: g.name, v1alpha1.LightweightMinAvailableLabel: strconv.Itoa(g.minCount)}
 	}
 	for i := 0; i < g.size; i++ {
-		r.createPod(&rPod{name: fmt.Sprintf("%s-%d", g.name, i), group: g.name, class: g.class, cpu: g.cpu, mem: g.mem, labels: labels})
+		r.createPod(&rPod{name: fmt.Sprintf("%s-%d", g.name, i), group: g.name, class: g.class, cpu: g.cpu, mem: g.mem, labels: labels, cons: g.cons})
 	}
 }
 
@@ -434,6 +550,9 @@ func (r *randomRunner) disturb(group, why string) {
 		return
 	}
 	g.disturbed = why
+	if g.cons != nil && g.cons.kind == consSpread {
+		g.spreadDisturbed = why
+	}
 	if cp := r.comps[g.parent]; cp != nil {
 		cp.disturbed = why
 	}
@@ -452,7 +571,7 @@ func (r *randomRunner) isBound(name string) bool {
 func (r *randomRunner) deleteMember() {
 	var grouped []string
 	for _, name := range sortedKeys(r.pods) {
-		if r.pods[name].group != "" {
+		if r.pods[name].group != "" && r.pods[name].job == "" {
 			grouped = append(grouped, name)
 		}
 	}
@@ -470,7 +589,7 @@ func (r *randomRunner) deleteMember() {
 func (r *randomRunner) deleteGroup() {
 	var roots []string
 	for _, name := range sortedKeys(r.groups) {
-		if r.groups[name].parent == "" {
+		if r.groups[name].parent == "" && r.groups[name].job == "" {
 			roots = append(roots, name)
 		}
 	}
@@ -512,6 +631,8 @@ func (r *randomRunner) deleteNode() {
 	node := names[r.rng.Intn(len(names))]
 	require.NoError(r.t, r.c.Client.CoreV1().Nodes().Delete(r.ctx, node, metav1.DeleteOptions{}))
 	delete(r.nodes, node)
+	delete(r.cordoned, node)
+	r.nodesChanged("node " + node + " deleted")
 	pods, err := r.c.Client.CoreV1().Pods(r.ns).List(r.ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	require.NoError(r.t, err)
 	recreate := r.rng.Intn(2) == 0
@@ -519,11 +640,20 @@ func (r *randomRunner) deleteNode() {
 	for _, p := range pods.Items {
 		rp := r.pods[p.Name]
 		if rp == nil {
+			// A Job's pod not tracked yet, or a finished one: the pod
+			// garbage collector removes it all the same.
+			r.gone[p.Name] = true
+			_ = r.c.Client.CoreV1().Pods(r.ns).Delete(r.ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 			continue
 		}
 		if rp.group != "" {
 			r.disturb(rp.group, fmt.Sprintf("member %s was on deleted node %s", p.Name, node))
-			lost = append(lost, rp)
+			if rp.job == "" {
+				lost = append(lost, rp) // a Job's controller replaces its own
+			}
+		}
+		if rp.job != "" {
+			r.gone[p.Name] = true
 		}
 		r.deletePod(p.Name)
 	}
@@ -543,7 +673,7 @@ func (r *randomRunner) deleteNode() {
 func (r *randomRunner) changeMinCount() {
 	var gangs []string
 	for _, name := range sortedKeys(r.groups) {
-		if g := r.groups[name]; g.gang && !g.label {
+		if g := r.groups[name]; g.gang && !g.label && g.job == "" {
 			gangs = append(gangs, name)
 		}
 	}
@@ -648,9 +778,11 @@ func (r *randomRunner) stuckCandidates() []string {
 }
 
 type nodeRoom struct {
+	name                string
 	labels              map[string]string
 	cpu, mem, pods      int64 // allocatable
 	usedCPU, usedMem, n int64
+	cordoned            bool
 }
 
 func (n *nodeRoom) slots(cpu, mem int64) int {
@@ -667,10 +799,14 @@ func (n *nodeRoom) slots(cpu, mem int64) int {
 	return int(free)
 }
 
-// snapshot is the API server's view of the seed at one moment.
+// snapshot is the API server's view of the seed at one moment. Pods that
+// finished (a Job's, Succeeded or Failed) hold no room and are left out.
 type snapshot struct {
 	pods  map[string]*corev1.Pod // not terminating
 	nodes map[string]*nodeRoom
+	// onNodes are the bound pods, terminating ones too: the scheduler
+	// counts them until they are gone.
+	onNodes []*corev1.Pod
 }
 
 func (r *randomRunner) snapshot() snapshot {
@@ -681,10 +817,16 @@ func (r *randomRunner) snapshot() snapshot {
 	s := snapshot{pods: map[string]*corev1.Pod{}, nodes: map[string]*nodeRoom{}}
 	for _, n := range nodes.Items {
 		a := n.Status.Allocatable
-		s.nodes[n.Name] = &nodeRoom{labels: n.Labels, cpu: a.Cpu().MilliValue(), mem: a.Memory().Value(), pods: a.Pods().Value()}
+		s.nodes[n.Name] = &nodeRoom{name: n.Name, labels: n.Labels, cpu: a.Cpu().MilliValue(), mem: a.Memory().Value(), pods: a.Pods().Value(), cordoned: n.Spec.Unschedulable}
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if p.Spec.NodeName != "" {
+			s.onNodes = append(s.onNodes, p)
+		}
 		if n := s.nodes[p.Spec.NodeName]; n != nil {
 			// Terminating pods still hold their room.
 			req := p.Spec.Containers[0].Resources.Requests
@@ -744,6 +886,7 @@ func (r *randomRunner) allUnit(g *rGroup) []string {
 func (r *randomRunner) check() {
 	r.t.Helper()
 	s := r.snapshot()
+	r.syncJobs(s)
 
 	// Capacity and node existence.
 	for name, p := range s.pods {
@@ -758,6 +901,8 @@ func (r *randomRunner) check() {
 		}
 	}
 
+	r.checkHostPorts(s)
+
 	// Pods that disappeared without the runner deleting them: preempted.
 	var victims []*rPod
 	for _, name := range sortedKeys(r.pods) {
@@ -766,7 +911,7 @@ func (r *randomRunner) check() {
 			delete(r.pods, name)
 		}
 	}
-	needEvents := map[string][]string{} // pod -> acceptable event reasons
+	needEvents := map[string]eventWant{}
 	notes := r.preemptionNotes(victims)
 	for _, v := range victims {
 		r.evicted++
@@ -812,7 +957,25 @@ func (r *randomRunner) check() {
 		g := r.groups[name]
 		bound, pending := r.groupPods(s, name)
 		if len(bound) == 0 {
-			g.disturbed = ""
+			g.disturbed, g.spreadDisturbed = "", ""
+		}
+		r.checkConstraints(s, g, bound)
+		if g.job != "" && !r.jobMinCount(g) {
+			continue // its PodGroup does not exist yet
+		}
+		if g.label {
+			if votes := r.votes(g); len(votes) > 1 {
+				if !g.everValid && len(bound) > 0 {
+					r.violation("label gang %s binds although its members disagree on min-available %v: %v", name, votes, bound)
+				}
+				for _, p := range pending {
+					needEvents[p] = eventWant{reasons: []string{"FailedScheduling", "GroupInvalid"}, note: gang.MsgMinAvailableMismatch}
+				}
+				continue
+			} else if len(votes) == 1 {
+				g.everValid = true
+				g.minCount = votes[0]
+			}
 		}
 		if g.gang && g.disturbed == "" && len(bound) > 0 && len(bound) < g.minCount {
 			r.violation("gang %s is bound below its minCount: %d of %d bound (%v)", name, len(bound), g.minCount, bound)
@@ -825,7 +988,7 @@ func (r *randomRunner) check() {
 		if len(bound) == 0 && len(pending) > 0 {
 			if g.label {
 				for _, p := range pending {
-					needEvents[p] = []string{"WaitingForGang", "FailedScheduling", "GroupInvalid"}
+					needEvents[p] = eventWant{reasons: []string{"WaitingForGang", "FailedScheduling", "GroupInvalid"}}
 				}
 			} else {
 				needConditions[name] = g
@@ -861,7 +1024,7 @@ func (r *randomRunner) check() {
 	}
 	for name, p := range s.pods {
 		if rp := r.pods[name]; rp != nil && rp.group == "" && p.Spec.NodeName == "" {
-			needEvents[name] = []string{"FailedScheduling"}
+			needEvents[name] = eventWant{reasons: []string{"FailedScheduling"}}
 		}
 	}
 	r.explained(s, needConditions, needEvents)
@@ -907,13 +1070,19 @@ func (r *randomRunner) preemptionNotes(victims []*rPod) map[string]string {
 // a Schedulable=False condition with a message on every pending group or
 // one of its ancestors, and for an event of one of the given reasons on
 // every listed pod.
-func (r *randomRunner) explained(s snapshot, conds map[string]*rGroup, events map[string][]string) {
+func (r *randomRunner) explained(s snapshot, conds map[string]*rGroup, events map[string]eventWant) {
 	r.t.Helper()
 	missing := []string{}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		missing = missing[:0]
+		// What bound meanwhile (a preemptor whose victims were still going
+		// when the cluster looked settled) has nothing left to explain.
+		now := r.snapshot()
 		for _, name := range sortedKeys(conds) {
+			if bound, _ := r.groupPods(now, name); len(bound) > 0 {
+				continue
+			}
 			if ok, found := r.pendingExplained(s, conds[name]); !ok {
 				missing = append(missing, fmt.Sprintf("a current Schedulable=False condition on PodGroup %s (found %s)", name, found))
 			}
@@ -921,20 +1090,22 @@ func (r *randomRunner) explained(s snapshot, conds map[string]*rGroup, events ma
 		if len(events) > 0 {
 			evs, err := r.c.Client.EventsV1().Events(r.ns).List(r.ctx, metav1.ListOptions{})
 			require.NoError(r.t, err)
-			have := map[string]map[string]bool{}
+			have := map[string][]string{} // pod -> "reason\x00note" of its events
 			for _, e := range evs.Items {
-				if have[e.Regarding.Name] == nil {
-					have[e.Regarding.Name] = map[string]bool{}
-				}
-				have[e.Regarding.Name][e.Reason] = true
+				have[e.Regarding.Name] = append(have[e.Regarding.Name], e.Reason+"\x00"+e.Note)
 			}
 			for _, pod := range sortedKeys(events) {
+				if p := now.pods[pod]; p != nil && p.Spec.NodeName != "" {
+					continue
+				}
+				want := events[pod]
 				ok := false
-				for _, reason := range events[pod] {
-					ok = ok || have[pod][reason]
+				for _, got := range have[pod] {
+					reason, note, _ := strings.Cut(got, "\x00")
+					ok = ok || (slices.Contains(want.reasons, reason) && strings.Contains(note, want.note))
 				}
 				if !ok {
-					missing = append(missing, fmt.Sprintf("an event %v on pod %s", events[pod], pod))
+					missing = append(missing, fmt.Sprintf("an event %v mentioning %q on pod %s", want.reasons, want.note, pod))
 				}
 			}
 		}
@@ -1029,13 +1200,21 @@ func (r *randomRunner) fitting(s snapshot) []string {
 	var out []string
 	free := make([]*nodeRoom, 0, len(s.nodes))
 	for _, name := range sortedKeys(s.nodes) {
-		free = append(free, s.nodes[name])
+		if !s.nodes[name].cordoned {
+			free = append(free, s.nodes[name])
+		}
 	}
 	for _, name := range sortedKeys(r.groups) {
 		g := r.groups[name]
 		cp := r.comps[g.parent]
 		if cp != nil && cp.gang {
 			continue
+		}
+		if g.cons != nil && g.cons.kind == consSpread {
+			continue // whether a spread fits is not computed here
+		}
+		if g.label && len(r.votes(g)) > 1 {
+			continue // refused as a group until its members agree
 		}
 		bound, pending := r.groupPods(s, name)
 		if len(pending) == 0 {
@@ -1067,13 +1246,14 @@ func (r *randomRunner) fitting(s snapshot) []string {
 				}
 			}
 		}
-		if fitsTogether(free, g.cpu, g.mem, need, keys, pinned) {
+		capped := func(n *nodeRoom, slots int) int { return slotsFor(s, r, g, n, slots) }
+		if fitsTogether(free, g.cpu, g.mem, need, keys, pinned, capped) {
 			out = append(out, fmt.Sprintf("%s (%d bound, %d pending, %d must fit at once, pinned %v)", g, len(bound), len(pending), need, pinned))
 		}
 	}
 	for _, name := range sortedKeys(r.pods) {
 		rp := r.pods[name]
-		if p := s.pods[name]; rp.group == "" && p != nil && p.Spec.NodeName == "" && fitsTogether(free, rp.cpu, rp.mem, 1, nil, nil) {
+		if p := s.pods[name]; rp.group == "" && p != nil && p.Spec.NodeName == "" && fitsTogether(free, rp.cpu, rp.mem, 1, nil, nil, nil) {
 			out = append(out, fmt.Sprintf("plain pod %s cpu=%dm mem=%dMi", name, rp.cpu, rp.mem>>20))
 		}
 	}
@@ -1083,7 +1263,7 @@ func (r *randomRunner) fitting(s snapshot) []string {
 // fitsTogether reports whether n pods of the given requests fit at once in
 // the free room of the nodes of one domain: nodes are grouped by their
 // values of keys, and a pinned key admits only its value.
-func fitsTogether(nodes []*nodeRoom, cpu, mem int64, n int, keys []string, pinned map[string]string) bool {
+func fitsTogether(nodes []*nodeRoom, cpu, mem int64, n int, keys []string, pinned map[string]string, capped func(*nodeRoom, int) int) bool {
 	sums := map[string]int{}
 	for _, node := range nodes {
 		domain, ok := "", true
@@ -1096,7 +1276,11 @@ func fitsTogether(nodes []*nodeRoom, cpu, mem int64, n int, keys []string, pinne
 			domain += v + "/"
 		}
 		if ok {
-			sums[domain] += node.slots(cpu, mem)
+			slots := node.slots(cpu, mem)
+			if capped != nil {
+				slots = capped(node, slots)
+			}
+			sums[domain] += slots
 		}
 	}
 	for _, s := range sums {

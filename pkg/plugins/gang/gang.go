@@ -98,6 +98,12 @@ type shared struct {
 	// room holds scheduler-plugins groups back until the cluster could
 	// hold their minResources (minresources.go).
 	room *minRoom
+	// drain tracks the binds Permit let through, for a graceful stop
+	// (drain.go).
+	drain *Drain
+	// lifetime ends with the scheduler instance; binding requests run
+	// until then rather than until their cycle ends (bindpace.go).
+	lifetime context.Context
 
 	mu sync.Mutex
 	// complete remembers which hierarchies had all their members present,
@@ -110,8 +116,25 @@ var (
 	sharedFor = map[*groups.Fed]*shared{}
 )
 
-// New builds the plugin from its args.
+// New builds the plugin from its args, for a scheduler that is never
+// stopped gracefully.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	return NewWithDrain(nil)(ctx, obj, h)
+}
+
+// NewWithDrain returns the plugin's factory for a scheduler whose graceful
+// stop waits on d (nil: a Drain nobody waits on). Every profile of one
+// scheduler must get the same d.
+func NewWithDrain(d *Drain) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return newGang(ctx, obj, h, d)
+	}
+}
+
+func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, d *Drain) (fwk.Plugin, error) {
+	if d == nil {
+		d = NewDrain()
+	}
 	args, err := DecodeArgs(obj)
 	if err != nil {
 		return nil, err
@@ -145,7 +168,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}, room: newMinRoom()}
+	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}, room: newMinRoom(), drain: d, lifetime: ctx}
 	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
 	nodes := h.SharedInformerFactory().Core().V1().Nodes()
 	pl.shared.capacity = newCapacity(nodes.Lister())
@@ -373,6 +396,7 @@ func (pl *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, no
 func (pl *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
 	pl.groups.MarkPending(pod)
 	pl.shared.binds.release(pod.UID)
+	pl.shared.drain.finish(pod.UID, false)
 	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s was released; the gang retries as a unit", pod.Namespace, pod.Name))
 }
 
@@ -383,7 +407,11 @@ func (pl *Gang) rejectWaiting(ctx context.Context, pod *corev1.Pod, msg string) 
 		pl.shared.deadlines.done(root)
 		pl.shared.room.forgetHierarchy(root)
 	}
-	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
+	unit, ok := pl.gangUnit(pod)
+	if !ok {
+		return // no gang waits for this pod
+	}
+	for _, m := range pl.groups.SubtreeMembers(unit, groups.Is(groups.Assumed)) {
 		if m.UID == pod.UID {
 			continue
 		}
@@ -393,6 +421,27 @@ func (pl *Gang) rejectWaiting(ctx context.Context, pod *corev1.Pod, msg string) 
 			}
 		}
 	}
+}
+
+// gangUnit returns the highest gang on pod's chain: the members whose
+// quorum pod counts toward, which wait for it and must let go when it
+// fails. Siblings under a basic composite are not in it: releasing a child
+// gang whenever its basic sibling fits nowhere made the two take turns
+// forever, the waiting child re-activating the failing one each round.
+// false when no group of the chain is a gang.
+func (pl *Gang) gangUnit(pod *corev1.Pod) (groups.Key, bool) {
+	ch, grouped, err := pl.groups.ChainOf(pod)
+	if !grouped || err != nil {
+		return groups.Key{}, false
+	}
+	var unit groups.Key
+	found := false
+	for _, g := range ch {
+		if g.Gang {
+			unit, found = g.Key, true
+		}
+	}
+	return unit, found
 }
 
 // Permit lets a member through once its whole hierarchy has quorum, and
@@ -407,11 +456,24 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 			// Unreserve of this member releases the waiting ones.
 			return fwk.NewStatus(fwk.Unschedulable, msg), 0
 		}
-		if root, grouped := pl.hierarchyOf(pod.UID); grouped {
+		root, grouped := pl.hierarchyOf(pod.UID)
+		waiting, pods := pl.waitingToAllow(pod)
+		group := ""
+		if grouped {
+			group = root.String()
+		}
+		if !pl.shared.drain.admit(group, append(pods, pod)) {
+			// Unreserve of this member releases the waiting ones: a gang
+			// the stopping scheduler has not let through binds nothing.
+			return fwk.NewStatus(fwk.Unschedulable, MsgStopping), 0
+		}
+		if grouped {
 			pl.shared.attempts.allowed(root)
 			pl.shared.deadlines.done(root)
 		}
-		pl.allowWaiting(pod)
+		for _, wp := range waiting {
+			wp.Allow(Name)
+		}
 		return nil, 0
 	}
 	var own time.Duration
@@ -419,10 +481,12 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 		own = pl.groups.HierarchyWaitTimeout(leaf)
 	}
 	if leaf, ok := pl.groups.GroupOf(pod.UID); ok && pl.groups.HierarchyCount(leaf, groups.Is(groups.Assumed)) <= 1 {
-		// First member of this attempt: pull siblings that sit in backoff or
-		// the unschedulable queue forward instead of waiting for a flush,
-		// and tell the user the gang is assembling.
-		pl.activate(leaf)
+		// First member of this attempt: pull siblings of its gang that sit
+		// in backoff or the unschedulable queue forward instead of waiting
+		// for a flush, and tell the user the gang is assembling.
+		if unit, ok := pl.gangUnit(pod); ok {
+			pl.activatePods(pl.groups.SubtreeMembers(unit, groups.Is(groups.Pending)))
+		}
 		pl.eventIfStillWaiting(pod, own)
 	}
 	if root, grouped := pl.hierarchyOf(pod.UID); grouped {
@@ -540,7 +604,11 @@ func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod, own time.Duration) {
 	})
 }
 
-func (pl *Gang) allowWaiting(pod *corev1.Pod) {
+// waitingToAllow returns the members of pod's hierarchy that wait in
+// Permit and whose chain has quorum now, with their pods.
+func (pl *Gang) waitingToAllow(pod *corev1.Pod) ([]fwk.WaitingPod, []*corev1.Pod) {
+	var waiting []fwk.WaitingPod
+	var pods []*corev1.Pod
 	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
 		if m.UID == pod.UID {
 			continue
@@ -550,9 +618,11 @@ func (pl *Gang) allowWaiting(pod *corev1.Pod) {
 			continue
 		}
 		if ok, _, err := pl.groups.Quorum(m, groups.ByPlaced); ok && err == nil {
-			wp.Allow(Name)
+			waiting = append(waiting, wp)
+			pods = append(pods, m)
 		}
 	}
+	return waiting, pods
 }
 
 // PostFilter runs when a member fits nowhere: it releases the waiting
@@ -714,7 +784,10 @@ func (pl *Gang) forgetVerdict(k groups.Key) {
 
 // activate moves the pending members of k's hierarchy to the active queue.
 func (pl *Gang) activate(k groups.Key) {
-	pending := pl.groups.Members(k, groups.Is(groups.Pending))
+	pl.activatePods(pl.groups.Members(k, groups.Is(groups.Pending)))
+}
+
+func (pl *Gang) activatePods(pending []*corev1.Pod) {
 	if len(pending) == 0 {
 		return
 	}
