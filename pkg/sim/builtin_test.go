@@ -110,7 +110,7 @@ func TestLoad(t *testing.T) {
 	t.Run("all is every built-in scenario", func(t *testing.T) {
 		got, err := Load("all")
 		require.NoError(t, err)
-		assert.Len(t, got, 5)
+		assert.Len(t, got, 6)
 	})
 	t.Run("a built-in name loads that scenario", func(t *testing.T) {
 		got, err := Load("deadlock")

@@ -131,7 +131,7 @@ func TestCapacityVerdictFollowsMinCount(t *testing.T) {
 	require.NoError(t, store.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")}}}))
 	fed := groups.NewFed()
-	pl := &Gang{groups: fed, shared: &shared{capacity: newCapacity(corelisters.NewNodeLister(store))}}
+	pl := &Gang{groups: fed, shared: &shared{capacity: newCapacity(corelisters.NewNodeLister(store)), room: newMinRoom()}}
 	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pg", UID: "pg"}}
 	pg.Spec.SchedulingPolicy.Gang = &v1alpha1.GangSchedulingPolicy{MinCount: 5}
 	fed.OnPodGroup(pg)

@@ -119,7 +119,7 @@ func drainGang(t *testing.T, h *drainHandle, ctx context.Context) *Gang {
 	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{}}
 	pl.shared = &shared{status: &groupstatus.Writer{}, events: newEventDedup(), attempts: newAttempts(),
 		binds: newBindSlots(1), complete: map[groups.Key]bool{}, capacity: newCapacity(corelisters.NewNodeLister(nodes)),
-		drain: NewDrain(), lifetime: ctx}
+		drain: NewDrain(), lifetime: ctx, room: newMinRoom()}
 	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
 	t.Cleanup(pl.shared.deadlines.stop)
 	return pl
