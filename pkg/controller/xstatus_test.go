@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -121,9 +122,10 @@ func TestXStatusControllerFollowsDiscovery(t *testing.T) {
 	group := xGroup(2, "")
 	x := noWatchList{xfake.NewSimpleClientset(group)}
 	kube := kubefake.NewClientset(xPod("a", "pg", corev1.PodRunning, "job"), xPod("b", "pg", corev1.PodRunning, "job"))
-	disc := kube.Discovery().(*fakediscovery.FakeDiscovery)
 	c, err := New(kube, phfake.NewSimpleClientset(), Options{StatusDelay: -1, SchedulerPlugins: x})
 	require.NoError(t, err)
+	disc := &lockedDiscovery{FakeDiscovery: kube.Discovery().(*fakediscovery.FakeDiscovery)}
+	c.xstatus.disc = disc
 	c.xstatus.every = 50 * time.Millisecond
 	require.NoError(t, c.Start(ctx))
 	time.Sleep(200 * time.Millisecond)
@@ -132,8 +134,8 @@ func TestXStatusControllerFollowsDiscovery(t *testing.T) {
 		assert.NotEqual(t, "patch", a.GetVerb(), "nothing written while the CRD is not served")
 	}
 
-	disc.Resources = []*metav1.APIResourceList{{GroupVersion: xv1alpha1.SchemeGroupVersion.String(),
-		APIResources: []metav1.APIResource{{Name: "podgroups", Namespaced: true, Kind: "PodGroup"}}}}
+	disc.set([]*metav1.APIResourceList{{GroupVersion: xv1alpha1.SchemeGroupVersion.String(),
+		APIResources: []metav1.APIResource{{Name: "podgroups", Namespaced: true, Kind: "PodGroup"}}}})
 	require.Eventually(t, func() bool {
 		pg, err := x.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "pg", metav1.GetOptions{})
 		return err == nil && pg.Status.Phase == xv1alpha1.PodGroupRunning
@@ -152,9 +154,28 @@ func TestXStatusControllerFollowsDiscovery(t *testing.T) {
 	}
 	assert.True(t, patched)
 
-	disc.Resources = nil
+	disc.set(nil)
 	require.Eventually(t, func() bool { return c.xstatus.current() == nil }, 10*time.Second, 20*time.Millisecond,
 		"stopped once the CRD is gone")
+}
+
+// lockedDiscovery lets a test change what the fake discovery serves while
+// the controller asks it from another goroutine.
+type lockedDiscovery struct {
+	mu sync.Mutex
+	*fakediscovery.FakeDiscovery
+}
+
+func (d *lockedDiscovery) set(resources []*metav1.APIResourceList) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.Resources = resources
+}
+
+func (d *lockedDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.FakeDiscovery.ServerResourcesForGroupVersion(gv)
 }
 
 // noWatchList marks scheduler-plugins' fake clientset, generated before
