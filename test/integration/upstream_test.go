@@ -1084,6 +1084,9 @@ type upStep struct {
 	some    *upSome
 	pending []string
 	gone    []string
+	// oneGone waits until one of these pods is evicted; the others must
+	// stay.
+	oneGone []string
 	placed  []upPlaced
 	domains []upDomain
 }
@@ -1318,6 +1321,20 @@ func runUpScenario(t *testing.T, c *sandbox.Cluster, suite string, sc upScenario
 		for _, n := range st.gone {
 			waitGone(t, c, ns, n)
 			delete(stillBound, n)
+		}
+		if len(st.oneGone) > 0 {
+			gone := 0
+			eventually(t, 45*time.Second, step+fmt.Sprintf("one of %v evicted", st.oneGone), func() (bool, error) {
+				gone = 0
+				for _, n := range st.oneGone {
+					if _, err := c.Client.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{}); err != nil {
+						gone++
+						delete(stillBound, n)
+					}
+				}
+				return gone > 0, nil
+			})
+			assert.Equal(t, 1, gone, step+"one of %v evicted", st.oneGone)
 		}
 		for _, n := range pending {
 			waitVerdict(t, c, ns, n)
@@ -1860,8 +1877,12 @@ func TestUpstreamTopologyScheduling(t *testing.T) {
 				},
 			},
 			{
-				// Upstream expects a scheduling error; here the members wait
-				// with the planner's reason.
+				// A deliberate difference: upstream fails every member when
+				// running members of one hierarchy already disagree on its
+				// domain. Phalanx settles the disagreement (most running
+				// members, ties to the smallest value, here zone-1) and
+				// places the rest there, so the hierarchy adds no third
+				// domain and does not stall.
 				name: "parent CPG has topology constraints, preexisting pod group pods are in conflicting domains across pod groups, fails to schedule any pod",
 				steps: []upStep{
 					{
@@ -1878,7 +1899,8 @@ func TestUpstreamTopologyScheduling(t *testing.T) {
 					},
 					{
 						pods:    podList(pods("pg1", "p1"), pods("pg2", "p2")),
-						pending: names("p1", "p2"),
+						bound:   names("p1", "p2"),
+						domains: []upDomain{{names("existing-z1", "p1", "p2"), upZone}},
 					},
 				},
 			},
@@ -2176,6 +2198,9 @@ func TestUpstreamTopologyScheduling(t *testing.T) {
 				},
 			},
 			{
+				// A deliberate difference: upstream also evicts low-z1-r2,
+				// though node3 of the same rack is free for pg2. Phalanx
+				// evicts only low-z1-r1, which pg1's member needs.
 				name: "parent CPG and all child PGs have topology constraints, preexisting pod group pods constrain available topology domains with preemption",
 				steps: []upStep{
 					{
@@ -2193,12 +2218,13 @@ func TestUpstreamTopologyScheduling(t *testing.T) {
 					{
 						pods:  podList(pods("pg1", "p1"), pods("pg2", "p2", "p3")),
 						bound: names("p1", "p2", "p3"),
-						gone:  names("low-z1-r1", "low-z1-r2"),
+						gone:  names("low-z1-r1"),
 						placed: []upPlaced{
-							{names("p1"), names("node1-z1-r1")}, {names("p2", "p3"), names("node2-z1-r2", "node3-z1-r2")},
+							{names("p1"), names("node1-z1-r1")}, {names("p2", "p3"), names("node3-z1-r2")},
 						},
 					},
 				},
+				kept: names("low-z1-r2"),
 			},
 			{
 				name: "3-level CPG hierarchy: all levels have topology constraints (root=zone, sub=block, leaf=rack) with preemption",
@@ -2487,5 +2513,469 @@ func TestUpstreamTopologyScheduling(t *testing.T) {
 				},
 			},
 		}
+	})
+}
+
+// TestUpstreamCompositePreemption restates the composite-group cases of
+// upstream's podgrouppreemption_test.go, and its basic PodGroup with
+// disruptionMode all: pods already running (pinned, or scheduled first),
+// then the preemptors; which pods are evicted, which stay, which
+// preemptors bind and which wait.
+func TestUpstreamCompositePreemption(t *testing.T) {
+	c := preemptionCluster(t, nil)
+	createUpstreamPriorities(t, c)
+	never := corev1.PreemptNever
+	_, err := c.Client.SchedulingV1().PriorityClasses().Create(context.Background(),
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "u-100-never"}, Value: 100, PreemptionPolicy: &never}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	fooBudget := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "pdb"},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(2)),
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "foo"}},
+		},
+	}
+	// preempt is upstream's table shape: nodes, groups and a budget, the
+	// initial pods (all bound first), then the preemptors.
+	type preempt struct {
+		nodes      []upNode
+		composites []*v1alpha1.CompositePodGroup
+		groups     []*v1alpha1.PodGroup
+		pdb        *policyv1.PodDisruptionBudget
+		initial    []*corev1.Pod
+		// dropComposites are deleted once the initial pods run.
+		dropComposites []string
+		preemptors     []*corev1.Pod
+		bound          []string
+		evicted        []string
+		oneOf          []string
+		pending        []string
+		kept           []string
+	}
+	scenario := func(name string, p preempt) upScenario {
+		var initial []string
+		for _, q := range p.initial {
+			initial = append(initial, q.Name)
+		}
+		return upScenario{
+			name: name,
+			steps: []upStep{
+				{nodes: p.nodes, composites: p.composites, groups: p.groups, pdb: p.pdb, pods: p.initial, bound: initial},
+				{removeComposites: p.dropComposites, pods: p.preemptors, bound: p.bound, gone: p.evicted, oneGone: p.oneOf, pending: p.pending},
+			},
+			kept: p.kept,
+		}
+	}
+	twoNodes := []upNode{cpuNode("node1", "2"), cpuNode("node2", "2")}
+	oneNode := func(cpu string) []upNode { return []upNode{cpuNode("node1", cpu)} }
+	neverPolicy := func(pg *v1alpha1.PodGroup) {
+		pg.Spec.PriorityClassName = "u-100-never"
+		pg.Spec.PreemptionPolicy = ptr.To(v1alpha1.PreemptNever)
+	}
+	lowerPolicy := func(pg *v1alpha1.PodGroup) {
+		pg.Spec.PreemptionPolicy = ptr.To(v1alpha1.PreemptLowerPriority)
+	}
+	compositeNever := func(cpg *v1alpha1.CompositePodGroup) {
+		cpg.Spec.PriorityClassName = "u-100-never"
+		cpg.Spec.PreemptionPolicy = ptr.To(v1alpha1.PreemptNever)
+	}
+	compositeLower := func(cpg *v1alpha1.CompositePodGroup) {
+		cpg.Spec.PreemptionPolicy = ptr.To(v1alpha1.PreemptLowerPriority)
+	}
+	neverPod := withPriority("u-100-never")
+	runUpScenarios(t, c, "cpre", "podgrouppreemption: ", func(s string) []upScenario {
+		// pinned is a running pod on node, of group (may be empty).
+		pinned := func(name, group, node, cpu string, v int32, mutate ...func(*corev1.Pod)) *corev1.Pod {
+			return upPod(name, s, group, v, cpu, append(mutate, onNode(node))...)
+		}
+		lows := func(n int) []*corev1.Pod { return upPods(s, "", 10, "1", "low-1", "low-2", "low-3")[:n] }
+		highs := func(group string, cpu string, names ...string) []*corev1.Pod {
+			return upPods(s, group, 100, cpu, names...)
+		}
+		foo := withLabels(map[string]string{"app": "foo"})
+		// victimsOnTwoNodes: low-1 (pg1) on node1, low-2 (pg1) and low-3
+		// (pg2) on node2; a plain 2-cpu preemptor must have node1.
+		victimsOnTwoNodes := func() []*corev1.Pod {
+			return []*corev1.Pod{
+				pinned("low-1", "pg1", "node1", "1", 10), pinned("low-2", "pg1", "node2", "1", 10), pinned("low-3", "pg2", "node2", "1", 10),
+			}
+		}
+		onNode1 := func() []*corev1.Pod { return []*corev1.Pod{upPod("high-1", s, "", 100, "2", selectHost("node1"))} }
+		return []upScenario{
+			scenario("CPG Partial Preemption", preempt{
+				nodes:      twoNodes,
+				composites: []*v1alpha1.CompositePodGroup{upComposite("cpg1", 0, 100, "", "")},
+				groups:     []*v1alpha1.PodGroup{upGang("pg1", 3, 100, underParent("cpg1"))},
+				initial:    []*corev1.Pod{pinned("low-1", "", "node1", "2", 10), pinned("low-2", "", "node2", "1", 10)},
+				preemptors: highs("pg1", "1", "high-1", "high-2", "high-3"),
+				bound:      names("high-1", "high-2", "high-3"), evicted: names("low-1"), kept: names("low-2"),
+			}),
+			scenario("CPG Victim Across Multiple Nodes, CPG DisruptionModeSingle", preempt{
+				nodes:      twoNodes,
+				composites: []*v1alpha1.CompositePodGroup{upComposite("cpg1", 0, 10, "", "", compositeDisruptSingle)},
+				groups:     []*v1alpha1.PodGroup{upGang("pg1", 2, 10, underParent("cpg1"), disruptSingle), upGang("pg2", 1, 10, underParent("cpg1"), disruptSingle)},
+				initial:    victimsOnTwoNodes(),
+				preemptors: onNode1(),
+				bound:      names("high-1"), evicted: names("low-1"), kept: names("low-2", "low-3"),
+			}),
+			scenario("CPG Preemption aborted if victim yields insufficient resources", preempt{
+				nodes:      oneNode("2"),
+				composites: []*v1alpha1.CompositePodGroup{upComposite("cpg-victim", 0, 10, "", "")},
+				groups:     []*v1alpha1.PodGroup{upGang("pg-victim", 1, 10, underParent("cpg-victim"))},
+				initial:    []*corev1.Pod{pinned("low-pod", "pg-victim", "node1", "1", 10)},
+				preemptors: []*corev1.Pod{upPod("high-preemptor", s, "", 100, "3")},
+				pending:    names("high-preemptor"), kept: names("low-pod"),
+			}),
+			// A deliberate difference: upstream ranks a standalone
+			// PodGroup below a composite's child and evicts low-pg. Phalanx
+			// has no rank of group kinds: both victims cost the same (one
+			// pod, one unit, priority 10), so the tie goes by age and name.
+			// One of them goes, the other stays.
+			scenario("CPG Tie-Breaking: PodGroup chosen over CompositePodGroup", preempt{
+				nodes:      oneNode("2"),
+				composites: []*v1alpha1.CompositePodGroup{upComposite("cpg-victim", 0, 10, "", "", compositeDisruptAll)},
+				groups: []*v1alpha1.PodGroup{
+					upGang("pg-victim-standalone", 1, 10), upGang("pg-victim-child", 1, 10, underParent("cpg-victim")), upGang("pg-preemptor", 1, 100),
+				},
+				initial:    []*corev1.Pod{pinned("low-pg", "pg-victim-standalone", "node1", "1", 10), pinned("low-cpg", "pg-victim-child", "node1", "1", 10)},
+				preemptors: highs("pg-preemptor", "1", "high-preemptor"),
+				bound:      names("high-preemptor"), oneOf: names("low-pg", "low-cpg"),
+			}),
+			scenario("Scheduler targets lower-priority CPG over higher-priority CPG", preempt{
+				nodes:      oneNode("3"),
+				composites: []*v1alpha1.CompositePodGroup{upComposite("cpg-lower", 0, 10, "", ""), upComposite("cpg-higher", 0, 20, "", "")},
+				groups:     []*v1alpha1.PodGroup{upGang("pg-lower", 1, 10, underParent("cpg-lower")), upGang("pg-higher", 1, 20, underParent("cpg-higher"))},
+				initial:    []*corev1.Pod{pinned("lower-pod", "pg-lower", "node1", "1", 10), pinned("higher-pod", "pg-higher", "node1", "1", 20)},
+				preemptors: []*corev1.Pod{upPod("high-preemptor", s, "", 100, "2")},
+				bound:      names("high-preemptor"), evicted: names("lower-pod"), kept: names("higher-pod"),
+			}),
+			scenario("PDB Violation reprieves the entire CPG victim (DisruptionModeAll)", preempt{
+				nodes: oneNode("3"),
+				composites: []*v1alpha1.CompositePodGroup{
+					upComposite("cpg-pdb", 0, 10, "", "", compositeDisruptAll), upComposite("cpg-no-pdb", 0, 10, "", "", compositeDisruptAll),
+				},
+				groups: []*v1alpha1.PodGroup{upGang("pg-pdb", 2, 10, underParent("cpg-pdb")), upGang("pg-no-pdb", 1, 10, underParent("cpg-no-pdb"))},
+				pdb:    fooBudget,
+				initial: []*corev1.Pod{
+					pinned("pod-pdb-1", "pg-pdb", "node1", "1", 10, foo), pinned("pod-pdb-2", "pg-pdb", "node1", "1", 10, foo),
+					pinned("pod-no-pdb-1", "pg-no-pdb", "node1", "1", 10),
+				},
+				preemptors: []*corev1.Pod{upPod("high-preemptor", s, "", 100, "1")},
+				bound:      names("high-preemptor"), evicted: names("pod-no-pdb-1"), kept: names("pod-pdb-1", "pod-pdb-2"),
+			}),
+			scenario("PDB Violation reprieves only the child PG (DisruptionModeSingle)", preempt{
+				nodes:      oneNode("3"),
+				composites: []*v1alpha1.CompositePodGroup{upComposite("cpg-single", 0, 10, "", "", compositeDisruptSingle)},
+				groups: []*v1alpha1.PodGroup{
+					upGang("pg-pdb", 2, 10, underParent("cpg-single"), disruptSingle), upGang("pg-no-pdb", 1, 10, underParent("cpg-single"), disruptSingle),
+				},
+				pdb: fooBudget,
+				initial: []*corev1.Pod{
+					pinned("pod-pdb-1", "pg-pdb", "node1", "1", 10, foo), pinned("pod-pdb-2", "pg-pdb", "node1", "1", 10, foo),
+					pinned("pod-no-pdb-1", "pg-no-pdb", "node1", "1", 10),
+				},
+				preemptors: []*corev1.Pod{upPod("high-preemptor", s, "", 100, "1")},
+				bound:      names("high-preemptor"), evicted: names("pod-no-pdb-1"), kept: names("pod-pdb-1", "pod-pdb-2"),
+			}),
+			scenario("3-Level Nested CPG resolves DisruptionMode up to the grandparent", preempt{
+				nodes: twoNodes,
+				composites: []*v1alpha1.CompositePodGroup{
+					upComposite("cpg-grandparent", 0, 10, "", "", compositeDisruptAll),
+					upComposite("cpg-parent", 0, 10, "cpg-grandparent", "", compositeDisruptSingle),
+				},
+				groups:     []*v1alpha1.PodGroup{upGang("pg1", 2, 10, underParent("cpg-parent"), disruptSingle), upGang("pg2", 1, 10, underParent("cpg-parent"), disruptSingle)},
+				initial:    victimsOnTwoNodes(),
+				preemptors: onNode1(),
+				bound:      names("high-1"), evicted: names("low-1", "low-2", "low-3"),
+			}),
+			scenario("Hierarchical DisruptionMode - Grandparent Single, Parent All", preempt{
+				nodes: twoNodes,
+				composites: []*v1alpha1.CompositePodGroup{
+					upComposite("cpg-grandparent", 0, 10, "", "", compositeDisruptSingle),
+					upComposite("cpg-parent", 0, 10, "cpg-grandparent", "", compositeDisruptAll),
+				},
+				groups: []*v1alpha1.PodGroup{
+					upGang("pg1", 2, 10, underParent("cpg-parent"), disruptSingle), upGang("pg2", 1, 10, underParent("cpg-grandparent"), disruptSingle),
+				},
+				initial:    victimsOnTwoNodes(),
+				preemptors: onNode1(),
+				bound:      names("high-1"), evicted: names("low-1", "low-2"), kept: names("low-3"),
+			}),
+			scenario("CPG with default preemption policy performs preemption, with PodGroupPreemptionPolicy enabled", preempt{
+				nodes:      oneNode("3"),
+				composites: []*v1alpha1.CompositePodGroup{upComposite("cpg1", 0, 100, "", "")},
+				groups:     []*v1alpha1.PodGroup{upGang("pg1", 3, 100, underParent("cpg1"))},
+				initial:    lows(3),
+				preemptors: highs("pg1", "1", "high-1", "high-2", "high-3"),
+				bound:      names("high-1", "high-2", "high-3"), evicted: names("low-1", "low-2", "low-3"),
+			}),
+			scenario("CPG with PreemptNever Policy", preempt{
+				nodes:      oneNode("3"),
+				composites: []*v1alpha1.CompositePodGroup{upComposite("cpg1", 0, 100, "", "", compositeNever)},
+				groups:     []*v1alpha1.PodGroup{upGang("pg1", 2, 100, underParent("cpg1"), neverPolicy), upGang("pg2", 1, 100, underParent("cpg1"), neverPolicy)},
+				initial:    lows(3),
+				preemptors: podList(highs("pg1", "1", "high-1", "high-2"), highs("pg2", "1", "high-3")),
+				pending:    names("high-1", "high-2", "high-3"), kept: names("low-1", "low-2", "low-3"),
+			}),
+			scenario("CPG with PreemptLowerPriority Policy", preempt{
+				nodes:      oneNode("3"),
+				composites: []*v1alpha1.CompositePodGroup{upComposite("cpg1", 0, 100, "", "", compositeLower)},
+				groups:     []*v1alpha1.PodGroup{upGang("pg1", 2, 100, underParent("cpg1"), lowerPolicy), upGang("pg2", 1, 100, underParent("cpg1"), lowerPolicy)},
+				initial:    lows(3),
+				preemptors: podList(highs("pg1", "1", "high-1", "high-2"), highs("pg2", "1", "high-3")),
+				bound:      names("high-1", "high-2", "high-3"), evicted: names("low-1", "low-2", "low-3"),
+			}),
+			scenario("CPG PreemptionPolicy PreemptNever prevents preemption", preempt{
+				nodes:      oneNode("3"),
+				composites: []*v1alpha1.CompositePodGroup{upComposite("cpg-preempt-never", 0, 100, "", "", compositeNever)},
+				groups:     []*v1alpha1.PodGroup{upGang("pg-preempt-never", 2, 100, underParent("cpg-preempt-never"), neverPolicy)},
+				initial: []*corev1.Pod{
+					pinned("low-1", "", "node1", "1", 10), pinned("low-2", "", "node1", "1", 10), pinned("low-3", "", "node1", "1", 10),
+				},
+				preemptors: []*corev1.Pod{
+					upPod("high-1", s, "pg-preempt-never", 100, "2", neverPod), upPod("high-2", s, "pg-preempt-never", 100, "1", neverPod),
+				},
+				pending: names("high-1", "high-2"), kept: names("low-1", "low-2", "low-3"),
+			}),
+			scenario("CPG PreemptionPolicy PreemptLowerPriority allows preemption", preempt{
+				nodes:      oneNode("3"),
+				composites: []*v1alpha1.CompositePodGroup{upComposite("cpg-preempt-lower", 0, 100, "", "", compositeLower)},
+				groups:     []*v1alpha1.PodGroup{upGang("pg-preempt-lower", 2, 100, underParent("cpg-preempt-lower"), lowerPolicy)},
+				initial: []*corev1.Pod{
+					pinned("low-1", "", "node1", "1", 10), pinned("low-2", "", "node1", "1", 10), pinned("low-3", "", "node1", "1", 10),
+				},
+				preemptors: podList(highs("pg-preempt-lower", "2", "high-1"), highs("pg-preempt-lower", "1", "high-2")),
+				bound:      names("high-1", "high-2"), evicted: names("low-1", "low-2", "low-3"),
+			}),
+			scenario("CPG with PreemptNever preemption policy in all pods does not perform preemption, with PodGroupPreemptionPolicy disabled", preempt{
+				// Phalanx has no feature gate; the pods' Never comes from
+				// their PriorityClass, which the groups name too.
+				nodes: oneNode("3"),
+				composites: []*v1alpha1.CompositePodGroup{upComposite("cpg1", 0, 100, "", "", func(cpg *v1alpha1.CompositePodGroup) {
+					cpg.Spec.PriorityClassName = "u-100-never"
+				})},
+				groups: []*v1alpha1.PodGroup{upGang("pg1", 3, 100, underParent("cpg1"), func(pg *v1alpha1.PodGroup) {
+					pg.Spec.PriorityClassName = "u-100-never"
+				})},
+				initial: lows(3),
+				preemptors: []*corev1.Pod{
+					upPod("high-1", s, "pg1", 100, "1", neverPod), upPod("high-2", s, "pg1", 100, "1", neverPod), upPod("high-3", s, "pg1", 100, "1", neverPod),
+				},
+				pending: names("high-1", "high-2", "high-3"), kept: names("low-1", "low-2", "low-3"),
+			}),
+			scenario("CPG Gang scheduling: preemption with pod anti-affinity constraints", preempt{
+				nodes:      twoNodes,
+				composites: []*v1alpha1.CompositePodGroup{upComposite("preemptor-cpg", 0, 100, "", "")},
+				groups:     []*v1alpha1.PodGroup{upGang("preemptor-pg", 2, 100, underParent("preemptor-cpg"))},
+				initial:    []*corev1.Pod{pinned("initial-pod", "", "node1", "250m", 10, withLabels(map[string]string{"app": "initial"}))},
+				preemptors: []*corev1.Pod{
+					upPod("preemptor-1", s, "preemptor-pg", 100, "1500m", antiAffinityExists("app", sandbox.HostnameLabel)),
+					upPod("preemptor-2", s, "preemptor-pg", 100, "1500m", antiAffinityExists("app", sandbox.HostnameLabel)),
+				},
+				bound: names("preemptor-1", "preemptor-2"), evicted: names("initial-pod"),
+			}),
+			scenario("CPG Gang scheduling: preemption with pod node port", preempt{
+				nodes:      twoNodes,
+				composites: []*v1alpha1.CompositePodGroup{upComposite("preemptor-cpg", 0, 100, "", "")},
+				groups:     []*v1alpha1.PodGroup{upGang("preemptor-pg", 2, 100, underParent("preemptor-cpg"))},
+				initial:    []*corev1.Pod{pinned("initial-pod", "", "node1", "250m", 10, hostPort(8080))},
+				preemptors: []*corev1.Pod{
+					upPod("preemptor-1", s, "preemptor-pg", 100, "1500m", hostPort(8080)),
+					upPod("preemptor-2", s, "preemptor-pg", 100, "1500m", hostPort(8080)),
+				},
+				bound: names("preemptor-1", "preemptor-2"), evicted: names("initial-pod"),
+			}),
+			scenario("Binding first before preemption for gang policy", preempt{
+				// A gang root of one child each; the victim gang of 4 has only
+				// two members running. Upstream also asserts the order of its
+				// injected plugins' calls; the outcome is what is checked.
+				nodes: twoNodes,
+				composites: []*v1alpha1.CompositePodGroup{
+					upComposite("cpg-victim", 1, 10, "", ""), upComposite("cpg-preemptor", 1, 100, "", ""),
+				},
+				groups: []*v1alpha1.PodGroup{
+					upGang("pg-victim", 4, 10, underParent("cpg-victim")), upGang("pg-preemptor", 4, 100, underParent("cpg-preemptor")),
+				},
+				initial:    []*corev1.Pod{pinned("low-1", "pg-victim", "node1", "1", 10), pinned("low-2", "pg-victim", "node2", "1", 10)},
+				preemptors: highs("pg-preemptor", "1", "high-1", "high-2", "high-3", "high-4"),
+				bound:      names("high-1", "high-2", "high-3", "high-4"), evicted: names("low-1", "low-2"),
+			}),
+			scenario("Binding first before preemption for CPG", preempt{
+				nodes: twoNodes,
+				composites: []*v1alpha1.CompositePodGroup{
+					upComposite("cpg-victim", 0, 10, "", ""), upComposite("cpg-preemptor", 0, 100, "", ""),
+				},
+				groups: []*v1alpha1.PodGroup{
+					upGang("pg-victim", 4, 10, underParent("cpg-victim")), upGang("pg-preemptor", 4, 100, underParent("cpg-preemptor")),
+				},
+				initial:    []*corev1.Pod{pinned("low-1", "pg-victim", "node1", "1", 10), pinned("low-2", "pg-victim", "node2", "1", 10)},
+				preemptors: highs("pg-preemptor", "1", "high-1", "high-2", "high-3", "high-4"),
+				bound:      names("high-1", "high-2", "high-3", "high-4"), evicted: names("low-1", "low-2"),
+			}),
+			scenario("CPG Missing Parent Reference Fallback", preempt{
+				// The victims' parent is deleted before the preemptors come.
+				nodes: oneNode("2"),
+				composites: []*v1alpha1.CompositePodGroup{
+					upComposite("cpg-victim", 0, 10, "", ""), upComposite("cpg-preemptor", 0, 100, "", ""),
+				},
+				groups: []*v1alpha1.PodGroup{
+					upGang("pg-victim", 2, 10, underParent("cpg-victim")), upGang("pg-preemptor", 2, 100, underParent("cpg-preemptor")),
+				},
+				initial:        []*corev1.Pod{pinned("low-1", "pg-victim", "node1", "1", 10), pinned("low-2", "pg-victim", "node1", "1", 10)},
+				dropComposites: names("cpg-victim"),
+				preemptors:     highs("pg-preemptor", "1", "high-1", "high-2"),
+				bound:          names("high-1", "high-2"), evicted: names("low-1", "low-2"),
+			}),
+			scenario("Preempt the whole basic PodGroup with a PodGroup disruption mode", preempt{
+				nodes:      oneNode("3"),
+				groups:     []*v1alpha1.PodGroup{upGang("pg1", 1, 100), upBasic("pg2", 10, disruptAll)},
+				initial:    upPods(s, "pg2", 10, "1", "low-1", "low-2", "low-3"),
+				preemptors: highs("pg1", "1", "high-1"),
+				bound:      names("high-1"), evicted: names("low-1", "low-2", "low-3"),
+			}),
+		}
+	})
+}
+
+// holdFinalizer keeps a deleted pod terminating until the test lets it go,
+// as a victim with a long grace period would.
+const holdFinalizer = "phalanx.test/hold"
+
+func held(p *corev1.Pod) { p.Finalizers = append(p.Finalizers, holdFinalizer) }
+
+// release lets held pods of ns finish terminating.
+func release(t *testing.T, c *sandbox.Cluster, ns string, pods ...string) {
+	ctx := context.Background()
+	for _, name := range pods {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		p.Finalizers = nil
+		_, err = c.Client.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{})
+		assert.NoError(t, err, "release %s", name)
+	}
+}
+
+// TestUpstreamPreemptionWhileVictimsTerminate restates upstream's
+// TestPodGroupPreemptionStatus and
+// TestPodGroupPreemption_NominatedNodeNameRespected: what a preempting
+// group says and where its members go while its victims are still
+// terminating.
+func TestUpstreamPreemptionWhileVictimsTerminate(t *testing.T) {
+	c := preemptionCluster(t, nil)
+	createUpstreamPriorities(t, c)
+	ctx := context.Background()
+	terminating := func(ns, name string) func() (bool, error) {
+		return func() (bool, error) {
+			p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && p.DeletionTimestamp != nil, err
+		}
+	}
+
+	t.Run("TestPodGroupPreemptionStatus", func(t *testing.T) {
+		ns := namespace(t, c)
+		t.Cleanup(func() {
+			if t.Failed() {
+				dumpOutcome(t, c, ns)
+				if pg, err := c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "pg1", metav1.GetOptions{}); err == nil {
+					t.Logf("conditions %+v", pg.Status.Conditions)
+				}
+			}
+		})
+		suite := "u-pre-status"
+		upstreamNodes(t, c, suite, 1, "1", nil)
+		t.Cleanup(func() { release(t, c, ns, "low-1") })
+		createAll(t, c, ns, upPod("low-1", suite, "", 10, "1", held))
+		waitAllBound(t, c, ns, 1)
+		createPodGroup(t, c, ns, upGang("pg1", 1, 100))
+		createAll(t, c, ns, upPod("high-1", suite, "pg1", 100, "1"))
+		eventually(t, 30*time.Second, "low-1 preempted", terminating(ns, "low-1"))
+		// Upstream's condition says its group preemption found a placement
+		// and evicts; Phalanx's conditions give the planner's numbers, and
+		// the member's event and nominated node tell of the preemption.
+		eventually(t, 30*time.Second, "pg1 says why it waits", func() (bool, error) {
+			cond := groupCondition(t, c, ns, "pg1", v1alpha1.PodGroupInitiallyScheduled)
+			return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == v1alpha1.ReasonUnschedulable, nil
+		})
+		cond := groupCondition(t, c, ns, "pg1", v1alpha1.PodGroupSchedulable)
+		require.NotNil(t, cond)
+		assert.Equal(t, metav1.ConditionFalse, cond.Status)
+		assert.Contains(t, cond.Message, "only 0 of 1 pods fit")
+		eventually(t, 30*time.Second, "high-1's event tells of the preemption", func() (bool, error) {
+			return podEventContains(ctx, c, ns, "high-1", "preempting 1 pods")
+		})
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "high-1", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "u-pre-status-1", p.Status.NominatedNodeName)
+		assert.Empty(t, boundPods(t, c, ns)["high-1"], "high-1 waits for the victim")
+		release(t, c, ns, "low-1")
+		eventually(t, 30*time.Second, "high-1 bound once low-1 is gone", func() (bool, error) {
+			return boundPods(t, c, ns)["high-1"] != "", nil
+		})
+	})
+
+	t.Run("TestPodGroupPreemption_NominatedNodeNameRespected", func(t *testing.T) {
+		ns := namespace(t, c)
+		t.Cleanup(func() {
+			if t.Failed() {
+				dumpOutcome(t, c, ns)
+			}
+		})
+		suite := "u-pre-nnn"
+		nodes := upstreamNodes(t, c, suite, 3, "1", nil)
+		t.Cleanup(func() { release(t, c, ns, "pod2", "pod3") })
+		createAll(t, c, ns,
+			upPod("pod1", suite, "", 100, "1", onNode(nodes[0])),
+			upPod("pod2", suite, "", 10, "1", onNode(nodes[1]), held),
+			upPod("pod3", suite, "", 10, "1", onNode(nodes[2]), held))
+		waitAllBound(t, c, ns, 3)
+		createPodGroup(t, c, ns, upGang("pg1", 2, 50))
+		createAll(t, c, ns, upPod("preemptor-1", suite, "pg1", 50, "1"), upPod("preemptor-2", suite, "pg1", 50, "1"))
+		eventually(t, 30*time.Second, "pod2 and pod3 preempted", func() (bool, error) {
+			a, err := terminating(ns, "pod2")()
+			if !a || err != nil {
+				return a, err
+			}
+			return terminating(ns, "pod3")()
+		})
+		// The member whose cycle preempted is nominated to a victim's
+		// node (Phalanx holds the room of the others in the scheduler).
+		var first map[string]string
+		eventually(t, 30*time.Second, "a preemptor nominated", func() (bool, error) {
+			first = map[string]string{}
+			for _, name := range []string{"preemptor-1", "preemptor-2"} {
+				p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				if p.Status.NominatedNodeName != "" {
+					first[name] = p.Status.NominatedNodeName
+				}
+			}
+			return len(first) > 0, nil
+		})
+		for pod, node := range first {
+			assert.Contains(t, []string{nodes[1], nodes[2]}, node, "%s nominated to a victim's node", pod)
+		}
+		// node 1 frees up; the preemptors wait for the room their victims
+		// leave, and neither binds to node 1 nor changes its nomination.
+		require.NoError(t, c.Client.CoreV1().Pods(ns).Delete(ctx, "pod1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+		waitGone(t, c, ns, "pod1")
+		consistently(t, 3*time.Second, "the preemptors keep their nominations", func() bool {
+			b := boundPods(t, c, ns)
+			if b["preemptor-1"] != "" || b["preemptor-2"] != "" {
+				return false
+			}
+			for pod, node := range first {
+				p, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+				if err != nil || p.Status.NominatedNodeName != node {
+					return false
+				}
+			}
+			return true
+		})
+		release(t, c, ns, "pod2", "pod3")
+		waitAllBound(t, c, ns, 2)
 	})
 }
