@@ -449,14 +449,10 @@ func TestUpstreamPodGroupPreemption(t *testing.T) {
 			evicted:    []string{"v1", "v2", "v3"}, bound: 3,
 		},
 		{
-			// Upstream also gives the basic preemptor group disruptionMode
-			// all; Phalanx's PodGroup refuses all with the basic policy, and
-			// the preemptor's own disruption mode plays no part in what is
-			// asserted (which victims go, how many preemptors bind).
 			name:  "Basic scheduling: preempt a pod group victim but do not schedule full pod group",
 			nodes: 4, nodeCPU: "1",
 			groups: []*v1alpha1.PodGroup{
-				upGang("victim-pg", 2, 50, disruptAll), upGang("victim-pg2", 2, 200, disruptAll), upBasic("preemptor-pg", 100),
+				upGang("victim-pg", 2, 50, disruptAll), upGang("victim-pg2", 2, 200, disruptAll), upBasic("preemptor-pg", 100, disruptAll),
 			},
 			initial:    oneEach([]string{"v1", "v2", "v3", "v4"}, []string{"victim-pg", "victim-pg", "victim-pg2", "victim-pg2"}, []int32{50, 50, 200, 200}),
 			preemptors: members("p-", "preemptor-pg", 3, 100, "1"),
