@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -1186,18 +1187,34 @@ func podGroupList(groups ...[]*v1alpha1.PodGroup) []*v1alpha1.PodGroup {
 	return out
 }
 
+// upConcurrency is how many cases of one runUpScenarios call run at once.
+// Most of a case's time is spent waiting (for binds, for a pending member
+// to stay pending), so more cases than cores overlap well.
+const upConcurrency = 8
+
 // runUpScenarios runs each scenario as a subtest; every case owns a
-// namespace and its nodes, so the cases run in parallel on one sandbox.
+// namespace and its nodes, so the cases run concurrently on one sandbox.
+// They are started from goroutines rather than with t.Parallel, whose
+// limit (-parallel, the number of cores by default) would leave the
+// waiting cases mostly idle.
 func runUpScenarios(t *testing.T, c *sandbox.Cluster, tag, prefix string, build func(suite string) []upScenario) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, upConcurrency)
 	// The scenarios are built once to learn their names, and again per case
 	// with the case's suite.
 	for i, sc := range build("") {
-		t.Run(prefix+sc.name, func(t *testing.T) {
-			t.Parallel()
-			suite := fmt.Sprintf("u-%s-%d", tag, i)
-			runUpScenario(t, c, suite, build(suite)[i])
-		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			t.Run(prefix+sc.name, func(t *testing.T) {
+				suite := fmt.Sprintf("u-%s-%d", tag, i)
+				runUpScenario(t, c, suite, build(suite)[i])
+			})
+		}()
 	}
+	wg.Wait()
 }
 
 func runUpScenario(t *testing.T, c *sandbox.Cluster, suite string, sc upScenario) {
