@@ -256,7 +256,13 @@ func mostMembers(nodes []placement.Node, victims []placement.Victim, input *plac
 	return result, nil
 }
 
-// everyMember is the tree with every gang leaf asking for all its members.
+// everyMember is the tree with every gang leaf asking for all its members
+// and every composite for all its children that have members. Without the
+// latter, a basic composite (or a gang one whose minimum its running
+// children already meet) is satisfied without its pending children, and
+// the search evicts nothing for them: a child joining a running hierarchy,
+// or gangs under a basic root, would wait forever beside lower-priority
+// pods.
 func everyMember(g *placement.Group) *placement.Group {
 	c := *g
 	if len(g.Children) == 0 {
@@ -266,10 +272,31 @@ func everyMember(g *placement.Group) *placement.Group {
 		return &c
 	}
 	c.Children = make([]*placement.Group, len(g.Children))
+	populated := 0
 	for i, ch := range g.Children {
 		c.Children[i] = everyMember(ch)
+		if hasMembers(ch) {
+			populated++
+		}
+	}
+	if populated > c.MinGroupCount || c.Policy != placement.Gang {
+		c.Policy = placement.Gang
+		c.MinGroupCount = max(c.MinGroupCount, populated)
 	}
 	return &c
+}
+
+// hasMembers reports whether a subtree has a pending or bound member.
+func hasMembers(g *placement.Group) bool {
+	if len(g.Pending) > 0 || len(g.Bound) > 0 {
+		return true
+	}
+	for _, ch := range g.Children {
+		if hasMembers(ch) {
+			return true
+		}
+	}
+	return false
 }
 
 // constraints is the planner's view of the profile's filters for the
