@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -67,13 +68,17 @@ func checkPerfDir(dir string) (string, error) {
 	return dir, nil
 }
 
-// PerfDefaults bound each wait of a replay: a pod-creating operation or
-// barrier fails after PerfTimeout (upstream's runner allows 10 minutes, 20
-// for its topology-aware workloads), or earlier when no pod has been
-// scheduled for PerfStall.
+// PerfTimeout and PerfStall bound each wait of a replay: a pod-creating
+// operation or barrier gives up after PerfTimeout (upstream's runner allows
+// 10 minutes, 20 for its topology-aware workloads), or earlier when no pod
+// has been scheduled or deleted (a preemption's victims are progress too)
+// for PerfStall. Upstream's runner has no stall limit;
+// this one is long enough for upstream's own pod-group cycle, which on a
+// loaded 2-core machine spent more than 3 minutes on one attempt of a
+// 1,000-pod topology-aware gang on 5,000 nodes before binding anything.
 const (
 	PerfTimeout = 20 * time.Minute
-	PerfStall   = 3 * time.Minute
+	PerfStall   = 10 * time.Minute
 )
 
 // RunPerf runs every selected workload under every arm, Repeat times,
@@ -448,6 +453,9 @@ func (r *replay) ensureNamespace(ctx context.Context, ns string) error {
 	return nil
 }
 
+// perfProgressEvery is how often a long wait logs its progress.
+const perfProgressEvery = 30 * time.Second
+
 // podCreators is how many pods upstream's runner creates at once.
 const podCreators = 30
 
@@ -532,6 +540,7 @@ func (r *replay) wait(ctx context.Context, what string, done func() bool) error 
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	lastReport := start
 	for {
 		if done() {
 			r.res.Stop = "all scheduled"
@@ -547,9 +556,13 @@ func (r *replay) wait(ctx context.Context, what string, done func() bool) error 
 			r.logf("gave up: %s", r.res.Stop)
 			return nil
 		case <-tick.C:
-			last := r.pods.lastScheduled()
+			last := r.pods.lastProgress()
 			if last.Before(start) {
 				last = start
+			}
+			if time.Since(lastReport) >= perfProgressEvery {
+				lastReport = time.Now()
+				r.logf("waiting for %s: %s", what, r.pods.progress())
 			}
 			if time.Since(last) > PerfStall {
 				r.res.Stop = fmt.Sprintf("%s: nothing scheduled for %v", what, PerfStall)
@@ -659,6 +672,7 @@ type podTracker struct {
 	pods      map[string]*corev1.Pod // namespace/name
 	scheduled map[string]int
 	events    map[string]int
+	deleted   int
 	last      time.Time
 	cancel    context.CancelFunc
 }
@@ -722,6 +736,8 @@ func (t *podTracker) remove(p *corev1.Pod) {
 		t.scheduled[p.Namespace]--
 	}
 	delete(t.pods, key)
+	t.deleted++
+	t.last = time.Now()
 }
 
 func (t *podTracker) scheduledIn(ns string) int {
@@ -736,10 +752,23 @@ func (t *podTracker) scheduledEvents(ns string) int {
 	return t.events[ns]
 }
 
-func (t *podTracker) lastScheduled() time.Time {
+// lastProgress is when a pod was last scheduled or deleted.
+func (t *podTracker) lastProgress() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.last
+}
+
+// progress describes the cluster's pods for a log line.
+func (t *podTracker) progress() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var parts []string
+	for ns, n := range t.scheduled {
+		parts = append(parts, fmt.Sprintf("%s %d", ns, n))
+	}
+	sort.Strings(parts)
+	return fmt.Sprintf("%d pods, %d deleted; scheduled by namespace: %s", len(t.pods), t.deleted, strings.Join(parts, ", "))
 }
 
 // pending counts the pods of namespaces matching sel that are not yet
