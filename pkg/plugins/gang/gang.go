@@ -27,6 +27,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -558,7 +559,7 @@ func (pl *Gang) waitingToAllow(pod *corev1.Pod) ([]fwk.WaitingPod, []*corev1.Pod
 // later pod-level preemption (DefaultPreemption, in a profile that keeps
 // it) from evicting victims for one member of a gang that cannot be placed
 // as a whole.
-func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	ch, grouped, err := pl.groups.ChainOf(pod)
 	if !grouped {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -566,7 +567,13 @@ func (pl *Gang) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Po
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s fits on no node; the gang retries as a unit", pod.Namespace, pod.Name))
+	// A member the plan left out, the plan reaching every minimum without
+	// it, is nobody's missing piece: releasing the members waiting for the
+	// plan's members made the gang start over, the first of them pulled
+	// the left-out one forward again, and the two took turns forever.
+	if !topology.LeftOutOfPlan(state) {
+		pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s fits on no node; the gang retries as a unit", pod.Namespace, pod.Name))
+	}
 	gang := false
 	for _, g := range ch {
 		gang = gang || g.Gang

@@ -83,3 +83,32 @@ func (t *Topology) pinnedDomains(root groups.Key) map[string]string {
 	walk(tree)
 	return out
 }
+
+// leftOutStateKey marks, in a member's CycleState, that PreFilter found
+// the member left out of a feasible plan: the plan reaches every gang's
+// minimum in the hierarchy without it.
+const leftOutStateKey fwk.StateKey = Name + "/left-out"
+
+type leftOut struct{}
+
+func (leftOut) Clone() fwk.StateData { return leftOut{} }
+
+// MarkLeftOutOfPlan records in the member's CycleState that the feasible
+// plan of its hierarchy has no room for it (LeftOutOfPlan).
+func MarkLeftOutOfPlan(state fwk.CycleState) {
+	if state != nil {
+		state.Write(leftOutStateKey, leftOut{})
+	}
+}
+
+// LeftOutOfPlan reports whether the member of this cycle failed only
+// because the plan of its hierarchy, feasible without it, had no room for
+// it. Its gang is not waiting for it: the members the plan placed must not
+// be released when it fails.
+func LeftOutOfPlan(state fwk.CycleState) bool {
+	if state == nil {
+		return false
+	}
+	_, err := state.Read(leftOutStateKey)
+	return err == nil
+}

@@ -232,6 +232,7 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 	writeDomains(state, p.domains)
 	node, ok := p.assignments[key]
 	if !ok {
+		MarkLeftOutOfPlan(state)
 		msg := fmt.Sprintf("no room for member %s in its group's domain: %d members placed by the plan", pod.Name, len(p.assignments))
 		if a, grouped, err := groups.Attach(pod); grouped && err == nil {
 			if info, ok := t.groups.Get(a.Key); ok && info.Bound == 0 {
@@ -453,7 +454,11 @@ func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *corev1.P
 // profile's Filter refused the member on its planned node for something
 // the plan did not see, the node is remembered for the member's shape, so
 // the next plan does not repeat the rejection.
-func (t *Topology) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (t *Topology) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if LeftOutOfPlan(state) {
+		// The plan stands: it did not count on this member.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
 	if root, ok := t.rootOf(pod); ok {
 		t.mu.Lock()
 		p := t.plans[root]
