@@ -20,9 +20,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
 func drainPod(name string) *corev1.Pod {
@@ -100,13 +103,14 @@ func (h *drainHandle) APICacher() fwk.APICacher { return nil }
 
 type recordingWaitingPod struct {
 	fwk.WaitingPod
-	pod     *corev1.Pod
-	allowed bool
+	pod               *corev1.Pod
+	allowed, rejected bool
 }
 
 func (w *recordingWaitingPod) GetPod() *corev1.Pod { return w.pod }
 func (w *recordingWaitingPod) Allow(string)        { w.allowed = true }
 func (w *recordingWaitingPod) Reject(string, string) bool {
+	w.rejected = true
 	return true
 }
 
@@ -217,3 +221,32 @@ func TestBindOutlivesItsCycle(t *testing.T) {
 	st := <-done
 	assert.Equal(t, fwk.Error, st.Code(), "a killed scheduler abandons the wait for a slot")
 }
+
+// TestMemberLeftOutOfThePlanReleasesNobody: a member of a waiting gang
+// fails in PostFilter. When the plan left it out (it had no room and the
+// gang's minimum is met without it), the members waiting in Permit stay
+// there; any other failure releases them, so the gang retries as a unit.
+func TestMemberLeftOutOfThePlanReleasesNobody(t *testing.T) {
+	for _, leftOut := range []bool{true, false} {
+		h := &drainHandle{waiting: map[types.UID]*recordingWaitingPod{}, informers: informers.NewSharedInformerFactory(fake.NewClientset(), 0)}
+		pl := drainGang(t, h, context.Background())
+		a, b := labelMember("g", 0), labelMember("g", 1)
+		pl.groups.OnPod(a)
+		pl.groups.OnPod(b)
+		ctx := context.Background()
+		require.Nil(t, pl.Reserve(ctx, nil, a, "n"))
+		waiting := &recordingWaitingPod{pod: a}
+		h.waiting[a.UID] = waiting
+
+		state := framework.NewCycleState()
+		if leftOut {
+			topology.MarkSurplus(state)
+		}
+		_, st := pl.PostFilter(ctx, state, b, framework.NewDefaultNodeToStatus())
+		assert.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), "no pod-level preemption for a gang member")
+		assert.Equal(t, !leftOut, waiting.rejected, "left out of the plan: %v", leftOut)
+		delete(h.waiting, a.UID)
+	}
+}
+
+func (h *drainHandle) SnapshotSharedLister() fwk.SharedLister { return schedcache.NewEmptySnapshot() }

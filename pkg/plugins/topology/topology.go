@@ -465,7 +465,11 @@ func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *corev1.P
 // profile's Filter refused the member on its planned node for something
 // the plan did not see, the node is remembered for the member's shape, so
 // the next plan does not repeat the rejection.
-func (t *Topology) PostFilter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (t *Topology) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if Surplus(state) {
+		// The plan stands: it did not count on this member.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
 	if root, ok := t.rootOf(pod); ok {
 		t.mu.Lock()
 		p := t.plans[root]
