@@ -36,6 +36,11 @@ const (
 	PodGroupSchedulable = "Schedulable"
 	// DisruptionTarget is set when the group's pods are being evicted.
 	DisruptionTarget = "DisruptionTarget"
+	// PodGroupPreferredTopology says, for a group with preferred topology
+	// levels, where its last plan put it: True (reason Preferred) in one
+	// domain of its first level, False (reason FellBack) wider, with the
+	// reason in the message.
+	PodGroupPreferredTopology = "PreferredTopology"
 
 	ReasonWaitingForPods        = "WaitingForPods"
 	ReasonUnschedulable         = "Unschedulable"
@@ -43,6 +48,8 @@ const (
 	ReasonScheduled             = "Scheduled"
 	ReasonSchedulerError        = "SchedulerError"
 	ReasonPreemptionByScheduler = "PreemptionByScheduler"
+	ReasonPreferred             = "Preferred"
+	ReasonFellBack              = "FellBack"
 )
 
 // PreemptionPolicy says whether a group may preempt lower-priority pods.
