@@ -576,18 +576,24 @@ func (p *planner) fallbackReason(g *gnode, step int, levels [][]*pdom, goal int6
 	}
 	lower := levels[step-1]
 	key := p.levelKey(g, step-1)
+	var best *pdom
 	if allBound > 0 {
+		// Only the domain holding every bound member was a candidate.
 		spans := 0
 		for _, d := range lower {
 			if d.bound > 0 {
 				spans++
+				best = d
 			}
 		}
 		if spans > 1 {
 			return fmt.Sprintf("its bound members already span %d %s domains", spans, key)
 		}
+		if best != nil {
+			_, name := p.levelName(g, best)
+			return fmt.Sprintf("%s %s, which holds its bound members, fits %d of the %d pods to place", key, name, best.est, goal)
+		}
 	}
-	var best *pdom
 	for _, d := range lower {
 		if best == nil || d.est > best.est {
 			best = d

@@ -151,6 +151,7 @@ func TestPreferredLevels(t *testing.T) {
 				c := plan.Choices["ns/g"]
 				assert.Equal(t, []string{"b1-r0", "b1-r1"}, c.Domains)
 				assert.Equal(t, 1, c.Kept)
+				assert.Contains(t, c.Message, "topology.phalanx.dev/rack b1-r0, which holds its bound members, fits 4 of the 8 pods to place")
 				assert.Contains(t, c.Message, "1 of them already held its bound members")
 				assert.Equal(t, map[string]int{"b1-r0": 4, "b1-r1": 4}, racksOf(twoBlocks(nil), plan))
 			}},

@@ -14,6 +14,7 @@ import (
 // Node labels the simulated nodes carry.
 const (
 	ZoneLabel     = "topology.kubernetes.io/zone"
+	BlockLabel    = "topology.phalanx.dev/block"
 	RackLabel     = "topology.phalanx.dev/rack"
 	HostnameLabel = "kubernetes.io/hostname"
 	// GPUResource is the extended resource simulated nodes offer.
@@ -26,6 +27,9 @@ type Topology struct {
 	Zones        int
 	RacksPerZone int
 	NodesPerRack int
+	// RacksPerBlock groups each zone's racks, in order, into blocks of this
+	// many, labelled BlockLabel (zone-<z>-block-<b>); 0 labels no blocks.
+	RacksPerBlock int
 	// Per-node capacity.
 	CPU    string // e.g. "32"
 	Memory string // e.g. "256Gi"
@@ -68,6 +72,9 @@ func (t Topology) Nodes() []*corev1.Node {
 					ZoneLabel:     fmt.Sprintf("zone-%d", z),
 					RackLabel:     fmt.Sprintf("zone-%d-rack-%d", z, r),
 					HostnameLabel: name,
+				}
+				if t.RacksPerBlock > 0 {
+					labels[BlockLabel] = fmt.Sprintf("zone-%d-block-%d", z, r/t.RacksPerBlock)
 				}
 				for k, v := range t.Labels {
 					labels[k] = v
