@@ -41,9 +41,11 @@ type Topology struct {
 	Labels map[string]string
 }
 
-// DefaultTopology is the `make run` cluster: 2 zones × 4 racks × 4 nodes.
+// DefaultTopology is the `make run` cluster: 2 zones × 4 racks × 4 nodes,
+// racks in blocks of 2, so that preferred topology levels (rack, then
+// block) can be tried on it.
 func DefaultTopology() Topology {
-	return Topology{Zones: 2, RacksPerZone: 4, NodesPerRack: 4, CPU: "32", Memory: "256Gi", Pods: 110, GPUs: 8}
+	return Topology{Zones: 2, RacksPerZone: 4, RacksPerBlock: 2, NodesPerRack: 4, CPU: "32", Memory: "256Gi", Pods: 110, GPUs: 8}
 }
 
 // Size is the number of nodes the topology describes.

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"testing"
 	"time"
@@ -281,4 +282,20 @@ func TestPreferredTopologyValidation(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "schedulingConstraints is immutable")
 	})
+}
+
+// TestPreferredGangSample applies manifests/samples/preferred-gang.yaml on
+// the `make run` sandbox's nodes and checks what its comment promises.
+func TestPreferredGangSample(t *testing.T) {
+	topo := sandbox.DefaultTopology()
+	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, Topology: &topo})
+	ns := namespace(t, c)
+	data, err := os.ReadFile("../../manifests/samples/preferred-gang.yaml")
+	require.NoError(t, err)
+	require.NoError(t, applyYAML(context.Background(), c, ns, data))
+	eventually(t, 60*time.Second, "the sample gang bound", func() (bool, error) { return boundWithPrefix(t, c, ns, "preferred-gang-") == 6, nil })
+	assert.Len(t, domainsOf(t, c, ns, "preferred-gang-", sandbox.RackLabel), 2, "two racks")
+	assert.Len(t, domainsOf(t, c, ns, "preferred-gang-", sandbox.BlockLabel), 1, "of one block")
+	cond := waitGroupCondition(t, c, ns, "preferred-gang", v1alpha1.PodGroupPreferredTopology, "placed in 2 "+sandbox.RackLabel+" domains of "+sandbox.BlockLabel)
+	assert.Equal(t, v1alpha1.ReasonFellBack, cond.Reason)
 }
