@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,6 +228,13 @@ func TestPreferredTopology(t *testing.T) {
 		eventually(t, 60*time.Second, "the native gang bound", func() (bool, error) { return boundWithPrefix(t, c, ns, "native-") == 3, nil })
 		assert.Len(t, domainsOf(t, c, ns, "native-", sandbox.RackLabel), 2)
 		assert.Len(t, domainsOf(t, c, ns, "native-", sandbox.BlockLabel), 1)
+		bad := nativeGang("badnative", 1, sandbox.ZoneLabel)
+		bad.Annotations = map[string]string{v1alpha1.PreferredTopologyAnnotation: sandbox.RackLabel + "," + sandbox.ZoneLabel}
+		_, err = c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, bad, metav1.CreateOptions{})
+		require.NoError(t, err)
+		nativeMembers(t, c, ns, "badnative", 1, "1")
+		cond := nativeSchedulable(t, c, ns, "badnative", `annotation scheduling.phalanx.dev/preferred-topology="topology.phalanx.dev/rack,topology.kubernetes.io/zone": "topology.kubernetes.io/zone" is the required topology key`)
+		assert.Equal(t, v1alpha1.ReasonInvalid, cond.Reason)
 		eventually(t, 30*time.Second, "upstream's PodGroup gets the PreferredTopology condition", func() (bool, error) {
 			got, err := c.Client.SchedulingV1beta1().PodGroups(ns).Get(ctx, "native", metav1.GetOptions{})
 			if err != nil {
@@ -236,6 +244,23 @@ func TestPreferredTopology(t *testing.T) {
 			return cond != nil && cond.Reason == v1alpha1.ReasonFellBack, nil
 		})
 	})
+}
+
+// nativeSchedulable waits for upstream's PodGroup name to carry a
+// Schedulable condition whose message contains substring.
+func nativeSchedulable(t *testing.T, c *sandbox.Cluster, ns, name, substring string) *metav1.Condition {
+	t.Helper()
+	var cond *metav1.Condition
+	eventually(t, 30*time.Second, "Schedulable of "+name+" containing "+substring, func() (bool, error) {
+		got, err := c.Client.SchedulingV1beta1().PodGroups(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		t.Logf("conditions: %+v", got.Status.Conditions)
+		cond = meta.FindStatusCondition(got.Status.Conditions, v1alpha1.PodGroupSchedulable)
+		return cond != nil && strings.Contains(cond.Message, substring), nil
+	})
+	return cond
 }
 
 // TestPreferredTopologyValidation: what the API server refuses, with the
