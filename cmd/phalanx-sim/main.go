@@ -63,6 +63,7 @@ func up(args []string) error {
 	topo := sandbox.DefaultTopology()
 	fs.IntVar(&topo.Zones, "zones", topo.Zones, "number of zones")
 	fs.IntVar(&topo.RacksPerZone, "racks", topo.RacksPerZone, "racks per zone")
+	fs.IntVar(&topo.RacksPerBlock, "racks-per-block", topo.RacksPerBlock, "racks per block (topology.phalanx.dev/block); 0 labels no blocks")
 	fs.IntVar(&topo.NodesPerRack, "nodes", topo.NodesPerRack, "nodes per rack")
 	fs.IntVar(&topo.GPUs, "gpus-per-node", topo.GPUs, "nvidia.com/gpu per node")
 	fs.StringVar(&topo.CPU, "cpu", topo.CPU, "cpu per node")
@@ -99,7 +100,7 @@ func up(args []string) error {
 	fmt.Printf(`Sandbox ready in %.1fs: %d nodes, Phalanx serving schedulerName phalanx-scheduler, default-scheduler and scheduler-plugins-scheduler.
 
   export KUBECONFIG=%s
-  kubectl get nodes -L topology.kubernetes.io/zone,topology.phalanx.dev/rack
+  kubectl get nodes -L topology.kubernetes.io/zone,topology.phalanx.dev/block,topology.phalanx.dev/rack
   kubectl apply -f manifests/samples/
   kubectl apply -f manifests/samples/scheduler-plugins/   # what Kubeflow, KubeRay and Spark create for scheduler-plugins
 

@@ -318,6 +318,11 @@ func (h *Harness) RunCase(ctx context.Context, c Case, arm Arm, run int) report.
 		h.opts.Logf("%s: skipped: %s", tag, res.Skipped)
 		return res
 	}
+	if len(c.PreferredTopology) > 0 && arm != ArmPhalanx && arm != ArmPhalanxProcess {
+		res.Skipped = "preferred topology levels are a Phalanx extension; the RequiredBlock, RequiredRack and Unconstrained twins are the baselines"
+		h.opts.Logf("%s: skipped: %s", tag, res.Skipped)
+		return res
+	}
 	if arm == ArmSchedulerPlugins {
 		if why := schedulerPluginsUnsupported(c); why != "" {
 			res.Skipped = why
@@ -516,9 +521,13 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 		p := report.CountVictims(c.lowGroups(), podPtrs)
 		res.Preemption = &p
 	}
-	if c.TopologyKey != "" {
-		f := report.ComputeFragmentation(nodePtrs, podPtrs, c.TopologyKey, c.nextGang(), c.podRequests())
+	if key := c.fragmentationKey(); key != "" {
+		f := report.ComputeFragmentation(nodePtrs, podPtrs, key, c.nextGang(), c.podRequests())
 		res.Fragmentation = &f
+	}
+	if c.SpreadKey != "" {
+		s := report.ComputeSpread(c.groups(), nodePtrs, podPtrs, c.SpreadKey)
+		res.Spread = &s
 	}
 	return nil
 }

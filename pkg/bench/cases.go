@@ -41,6 +41,14 @@ type Case struct {
 	// TopologyKey, when set, constrains every gang to one value of this
 	// node label (one rack).
 	TopologyKey string
+	// PreferredTopology, when set, gives every gang these preferred levels
+	// below TopologyKey, narrowest first (Phalanx arms only).
+	PreferredTopology []string
+	// RacksPerBlock labels blocks of this many racks (sandbox.BlockLabel).
+	RacksPerBlock int
+	// SpreadKey, when set, counts the domains of this label each gang uses
+	// (report.Spread), and is where fragmentation is measured.
+	SpreadKey string
 	// GangSizes, when set, are the gangs' sizes in creation order (a
 	// sequence of mixed sizes); Gangs and PodsPerGang are then unused.
 	GangSizes []int
@@ -152,6 +160,14 @@ func (c Case) nextGang() int {
 	return largest
 }
 
+// fragmentationKey is the label whose domains fragmentation counts.
+func (c Case) fragmentationKey() string {
+	if c.SpreadKey != "" {
+		return c.SpreadKey
+	}
+	return c.TopologyKey
+}
+
 // NodeCount is the number of nodes of the case.
 func (c Case) NodeCount() int { return c.Zones * c.RacksPerZone * c.NodesPerRack }
 
@@ -170,7 +186,7 @@ func (c Case) PodCount() int {
 
 func (c Case) topology() sandbox.Topology {
 	return sandbox.Topology{
-		Zones: c.Zones, RacksPerZone: c.RacksPerZone, NodesPerRack: c.NodesPerRack,
+		Zones: c.Zones, RacksPerZone: c.RacksPerZone, NodesPerRack: c.NodesPerRack, RacksPerBlock: c.RacksPerBlock,
 		CPU: nodeCPU, Memory: nodeMemory, Pods: nodePods,
 	}
 }
@@ -249,7 +265,7 @@ func Cases(quick bool) []Case {
 		seq.Zones, seq.RacksPerZone, seq.NodesPerRack = 2, 3, 10
 		pre := q("Preemption/20Nodes_5LowGangs_20Pods_8PodGang", preemptionCase(5, 8))
 		pre.Zones, pre.RacksPerZone, pre.NodesPerRack = 1, 2, 10
-		return []Case{
+		return append([]Case{
 			q("GangScheduling/200Nodes_20Gangs_60Pods", Case{Gangs: 20, PodsPerGang: 3}),
 			q("GangScheduling/200Nodes_2Gangs_100Pods_50PerGroup", Case{Gangs: 2, PodsPerGang: 50}),
 			q("TopologyAwareScheduling/200Nodes_10Gangs_40Pods", Case{Gangs: 10, PodsPerGang: 4, TopologyKey: sandbox.RackLabel}),
@@ -259,7 +275,7 @@ func Cases(quick bool) []Case {
 			q("GangScheduling/200Nodes_20Gangs_160Pods_AntiAffinity", Case{Gangs: 20, PodsPerGang: 8, AntiAffinity: true}),
 			seq,
 			pre,
-		}
+		}, preferredCases("128Nodes_12Gangs_86Pods", 1, 2, 8)...)
 	}
 	// 5,000 nodes: 5 zones × 10 racks × 100 nodes (upstream's TAS node
 	// template puts 100 nodes in a rack); 7,500: 5 × 15 × 100.
@@ -268,7 +284,7 @@ func Cases(quick bool) []Case {
 		c.Timeout, c.Stall = 20*time.Minute, 3*time.Minute
 		return c
 	}
-	return []Case{
+	return append([]Case{
 		full("SchedulingBasic/5000Nodes_3000Pods", 10, Case{Pods: 3000}),
 		full("GangScheduling/5000Nodes_1000Gangs_3000Pods", 10, Case{Gangs: 1000, PodsPerGang: 3}),
 		full("GangScheduling/5000Nodes_3Gangs_3000Pods_1000PerGroup", 10, Case{Gangs: 3, PodsPerGang: 1000}),
@@ -289,6 +305,42 @@ func Cases(quick bool) []Case {
 		// 1,000 nodes (10 racks of 100) filled by 250 gangs of 4, one pod
 		// per node; a 100-pod gang evicts 25 of them.
 		withShape(full("Preemption/1000Nodes_250LowGangs_1000Pods_100PodGang", 2, preemptionCase(250, 100)), 5, 2, 100),
+	}, preferredCases("1024Nodes_96Gangs_688Pods", 8, 4, 8)...)
+}
+
+// preferredSizes is one round of the preferred-topology stream: gangs of
+// one pod per node on racks of 8 nodes, a third of them larger than a
+// rack and none larger than a block of 4 racks; 86 pods for 128 nodes.
+var preferredSizes = []int{6, 12, 4, 10, 3, 8, 16, 5, 2, 7, 9, 4}
+
+// preferredCases is a stream of mixed gangs (rounds of preferredSizes) on
+// 16 racks per round of nodesPerRack one-pod nodes, split over zones, in
+// blocks of 4 racks, under four constraints: prefer a rack
+// within a required block, the required block alone, a required rack, and
+// none. Each reports how many racks its gangs took and how many racks stay
+// whole for a next gang of 8.
+func preferredCases(shape string, rounds, zones, nodesPerRack int) []Case {
+	base := Case{PodCPU: "3", NextGang: 8, RacksPerBlock: 4, SpreadKey: sandbox.RackLabel,
+		Zones: zones, RacksPerZone: 16 * rounds / zones, NodesPerRack: nodesPerRack}
+	for r := 0; r < rounds; r++ {
+		base.GangSizes = append(base.GangSizes, preferredSizes...)
+	}
+	timeout, stall := 90*time.Second, 30*time.Second
+	if rounds > 1 {
+		timeout, stall = 20*time.Minute, 3*time.Minute
+	}
+	variant := func(suffix, key string, preferred ...string) Case {
+		c := base
+		c.Name = "TopologyAwareScheduling/" + shape + "_" + suffix
+		c.TopologyKey, c.PreferredTopology = key, preferred
+		c.Timeout, c.Stall = timeout, stall
+		return c
+	}
+	return []Case{
+		variant("PreferredRack_RequiredBlock", sandbox.BlockLabel, sandbox.RackLabel),
+		variant("RequiredBlock", sandbox.BlockLabel),
+		variant("RequiredRack", sandbox.RackLabel),
+		variant("Unconstrained", ""),
 	}
 }
 

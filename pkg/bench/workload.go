@@ -194,24 +194,7 @@ func createGroup(ctx context.Context, cl *benchCluster, ns string, c Case, arm A
 		if c.dialect == DialectNative {
 			return createNativeGroup(ctx, cl.Cluster, ns, arm, name, size, topologyKey, sp.priority, low)
 		}
-		pg := &v1alpha1.PodGroup{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: v1alpha1.PodGroupSpec{
-				SchedulingPolicy: v1alpha1.PodGroupSchedulingPolicy{
-					Gang: &v1alpha1.GangSchedulingPolicy{MinCount: size},
-				},
-				PriorityClassName: sp.priority,
-			},
-		}
-		if low {
-			pg.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
-		}
-		if topologyKey != "" {
-			pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{
-				Topology: []v1alpha1.TopologyConstraint{{Key: topologyKey}},
-			}
-		}
-		_, err = cl.Phalanx.SchedulingV1alpha1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+		_, err = cl.Phalanx.SchedulingV1alpha1().PodGroups(ns).Create(ctx, phalanxPodGroup(c, sp, low), metav1.CreateOptions{})
 	case ArmUpstream:
 		return createNativeGroup(ctx, cl.Cluster, ns, arm, name, size, topologyKey, sp.priority, low)
 	case ArmSchedulerPlugins:
@@ -254,6 +237,35 @@ func createNativeGroup(ctx context.Context, cl *sandbox.Cluster, ns string, arm 
 		return fmt.Errorf("create %s PodGroup %s: %w", arm, name, err)
 	}
 	return nil
+}
+
+// phalanxPodGroup is one gang's group on Phalanx's arms.
+func phalanxPodGroup(c Case, sp gangSpec, low bool) *v1alpha1.PodGroup {
+	pg := &v1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: sp.name},
+		Spec: v1alpha1.PodGroupSpec{
+			SchedulingPolicy: v1alpha1.PodGroupSchedulingPolicy{
+				Gang: &v1alpha1.GangSchedulingPolicy{MinCount: int32(sp.size)},
+			},
+			PriorityClassName: sp.priority,
+		},
+	}
+	if low {
+		pg.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
+		return pg
+	}
+	if c.TopologyKey == "" && len(c.PreferredTopology) == 0 {
+		return pg
+	}
+	sc := &v1alpha1.PodGroupSchedulingConstraints{}
+	if c.TopologyKey != "" {
+		sc.Topology = []v1alpha1.TopologyConstraint{{Key: c.TopologyKey}}
+	}
+	for _, k := range c.PreferredTopology {
+		sc.PreferredTopology = append(sc.PreferredTopology, v1alpha1.TopologyConstraint{Key: k})
+	}
+	pg.Spec.SchedulingConstraints = sc
+	return pg
 }
 
 // benchPod is upstream's gang-pod template: one pause container asking for

@@ -21,6 +21,7 @@ var (
 	gangPath          = annotationsPath.Key(GangAnnotation)
 	minCountPath      = annotationsPath.Key(MinCountAnnotation)
 	topologyKeyPath   = annotationsPath.Key(TopologyKeyAnnotation)
+	preferredPath     = annotationsPath.Key(PreferredTopologyAnnotation)
 	parallelismPath   = field.NewPath("spec", "parallelism")
 	completionsPath   = field.NewPath("spec", "completions")
 	podSpecPath       = field.NewPath("spec", "template", "spec")
@@ -148,6 +149,21 @@ func readJobGang(job *batchv1.Job) jobGang {
 		in.SchedulingConstraints = wb.At(topologyKeyPath, &wb.WorkloadPodGroupSchedulingConstraints{
 			Topology: []v1alpha1.TopologyConstraint{{Key: strings.TrimSpace(key)}},
 		}).WithFieldPath("topology[0].key", topologyKeyPath)
+	}
+	if raw, ok := job.Annotations[PreferredTopologyAnnotation]; ok {
+		c := in.SchedulingConstraints.Value
+		if c == nil {
+			c = &wb.WorkloadPodGroupSchedulingConstraints{}
+			in.SchedulingConstraints.Value = c
+		}
+		// Every error about a level names the annotation it came from.
+		in.SchedulingConstraints = in.SchedulingConstraints.WithFieldPath("preferredTopology", preferredPath)
+		for i, k := range strings.Split(raw, ",") {
+			c.PreferredTopology = append(c.PreferredTopology, v1alpha1.TopologyConstraint{Key: strings.TrimSpace(k)})
+			in.SchedulingConstraints = in.SchedulingConstraints.
+				WithFieldPath(fmt.Sprintf("preferredTopology[%d]", i), preferredPath).
+				WithFieldPath(fmt.Sprintf("preferredTopology[%d].key", i), preferredPath)
+		}
 	}
 	// The group's priority must match its pods' (the scheduler refuses a
 	// group whose pods disagree with it), so it is read from the pod

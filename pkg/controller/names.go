@@ -24,6 +24,11 @@ const (
 	// TopologyKeyAnnotation asks for every pod of the gang on nodes sharing
 	// one value of this node label, e.g. topology.kubernetes.io/zone.
 	TopologyKeyAnnotation = "scheduling.phalanx.dev/topology-key"
+	// PreferredTopologyAnnotation lists preferred topology levels below the
+	// topology key, narrowest first, comma-separated, e.g.
+	// "topology.phalanx.dev/rack,topology.phalanx.dev/block": the gang's
+	// PodGroup gets them as schedulingConstraints.preferredTopology.
+	PreferredTopologyAnnotation = v1alpha1.PreferredTopologyAnnotation
 	// GangSchedulingGate belongs in a gang Job's pod template. It keeps each
 	// pod away from the scheduler until the controller has attached it to
 	// the PodGroup; the controller removes it in the same write.

@@ -305,6 +305,7 @@ func (c *Cache) SetGroup(k Key, spec Spec) {
 		g.MinCount, g.MinGroupCount = spec.MinCount, spec.MinGroupCount
 	}
 	g.TopologyKey = spec.TopologyKey
+	g.PreferredKeys = spec.PreferredKeys
 	g.DisruptionAll = spec.DisruptionAll
 	g.PriorityClassName = spec.PriorityClassName
 	g.Priority = spec.Priority
@@ -374,6 +375,7 @@ type Info struct {
 	MinCount      int
 	MinGroupCount int
 	TopologyKey   string
+	PreferredKeys []string // shared with the cache: do not modify
 	DisruptionAll bool
 	Created       int64 // unix nanoseconds, for ordering
 
@@ -395,7 +397,7 @@ type Info struct {
 func infoOf(g *Group) Info {
 	return Info{
 		Key: g.Key, UID: g.UID, Gang: g.Gang, MinCount: g.MinCount, MinGroupCount: g.MinGroupCount,
-		TopologyKey: g.TopologyKey, DisruptionAll: g.DisruptionAll, Created: g.Created.UnixNano(),
+		TopologyKey: g.TopologyKey, PreferredKeys: g.PreferredKeys, DisruptionAll: g.DisruptionAll, Created: g.Created.UnixNano(),
 		PriorityClassName: g.PriorityClassName, Priority: g.Priority, PreemptionPolicy: g.PreemptionPolicy,
 		PriorityFromMembers: g.PriorityFromMembers, MinResources: g.MinResources, WaitTimeout: g.WaitTimeout,
 		Invalid:  g.Invalid,

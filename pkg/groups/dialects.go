@@ -2,6 +2,8 @@ package groups
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +29,11 @@ const (
 	// XParentAnnotation names a scheduling.phalanx.dev CompositePodGroup in
 	// the same namespace as the group's parent.
 	XParentAnnotation = "scheduling.phalanx.dev/parent"
+	// PreferredTopologyAnnotation lists preferred topology levels,
+	// narrowest first, comma-separated, on the PodGroups of the APIs that
+	// have no field for them (upstream's and scheduler-plugins'), as a
+	// Phalanx PodGroup's schedulingConstraints.preferredTopology does.
+	PreferredTopologyAnnotation = v1alpha1.PreferredTopologyAnnotation
 )
 
 // SpecOfPodGroup reads a Phalanx PodGroup.
@@ -41,8 +48,13 @@ func SpecOfPodGroup(pg *v1alpha1.PodGroup) Spec {
 	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
 		s.Gang, s.MinCount = true, int(g.MinCount)
 	}
-	if sc := pg.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
-		s.TopologyKey = sc.Topology[0].Key
+	if sc := pg.Spec.SchedulingConstraints; sc != nil {
+		if len(sc.Topology) > 0 {
+			s.TopologyKey = sc.Topology[0].Key
+		}
+		for _, p := range sc.PreferredTopology {
+			s.PreferredKeys = append(s.PreferredKeys, p.Key)
+		}
 	}
 	return s
 }
@@ -81,6 +93,9 @@ func SpecOfNativePodGroup(pg *schedv1beta1.PodGroup) Spec {
 	if sc := pg.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
 		s.TopologyKey = sc.Topology[0].Key
 	}
+	// Upstream's API has one required key and no preference; the levels
+	// come from an annotation, as for scheduler-plugins' PodGroups.
+	s.PreferredKeys, s.Invalid = preferredFromAnnotation(pg.Annotations, s.TopologyKey)
 	return s
 }
 
@@ -99,6 +114,9 @@ func SpecOfNativeComposite(cpg *schedv1alpha3.CompositePodGroup) Spec {
 	}
 	if sc := cpg.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
 		s.TopologyKey = sc.Topology[0].Key
+	}
+	if _, ok := cpg.Annotations[PreferredTopologyAnnotation]; ok {
+		s.Invalid = fmt.Sprintf("annotation %s: preferred topology levels belong on PodGroups, not on a CompositePodGroup", PreferredTopologyAnnotation)
 	}
 	return s
 }
@@ -137,6 +155,11 @@ func SpecOfXPodGroup(pg *xv1alpha1.PodGroup) Spec {
 		s.Invalid = fmt.Sprintf("annotation %s=%q is not a valid node label key", XTopologyKeyAnnotation, s.TopologyKey)
 	case s.Parent != "" && !validName(s.Parent):
 		s.Invalid = fmt.Sprintf("annotation %s=%q is not a valid CompositePodGroup name", XParentAnnotation, s.Parent)
+	default:
+		var why string
+		if s.PreferredKeys, why = preferredFromAnnotation(pg.Annotations, s.TopologyKey); why != "" {
+			s.Invalid = why
+		}
 	}
 	for name, q := range s.MinResources {
 		if q.Sign() < 0 {
@@ -144,6 +167,38 @@ func SpecOfXPodGroup(pg *xv1alpha1.PodGroup) Spec {
 		}
 	}
 	return s
+}
+
+// preferredFromAnnotation reads PreferredTopologyAnnotation: label keys,
+// narrowest first, separated by commas. It applies the rules a Phalanx
+// PodGroup's schema applies to preferredTopology, and says what is wrong
+// in terms of the annotation.
+func preferredFromAnnotation(annotations map[string]string, required string) (keys []string, invalid string) {
+	raw, ok := annotations[PreferredTopologyAnnotation]
+	if !ok {
+		return nil, ""
+	}
+	bad := func(format string, args ...any) ([]string, string) {
+		return nil, fmt.Sprintf("annotation %s=%q: %s", PreferredTopologyAnnotation, raw, fmt.Sprintf(format, args...))
+	}
+	for i, k := range strings.Split(raw, ",") {
+		k = strings.TrimSpace(k)
+		switch {
+		case k == "":
+			return bad("level %d is empty: list node label keys narrowest first, separated by commas", i+1)
+		case !validLabelKey(k):
+			return bad("%q is not a valid node label key", k)
+		case k == required:
+			return bad("%q is the required topology key: list only levels narrower than it", k)
+		case slices.Contains(keys, k):
+			return bad("%q appears twice", k)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) > v1alpha1.MaxPreferredTopology {
+		return bad("%d levels, at most %d", len(keys), v1alpha1.MaxPreferredTopology)
+	}
+	return keys, ""
 }
 
 func deref(p *string) string {

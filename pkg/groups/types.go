@@ -122,6 +122,9 @@ type Spec struct {
 	MinCount      int // leaf gang
 	MinGroupCount int // composite gang
 	TopologyKey   string
+	// PreferredKeys are a leaf's preferred topology levels below
+	// TopologyKey, narrowest first (placement.Group.PreferredKeys).
+	PreferredKeys []string
 	DisruptionAll bool
 
 	PriorityClassName string
@@ -188,6 +191,7 @@ type Group struct {
 	MinCount      int // leaf gang
 	MinGroupCount int // composite gang
 	TopologyKey   string
+	PreferredKeys []string
 	DisruptionAll bool
 
 	PriorityClassName   string

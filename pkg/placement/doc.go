@@ -71,6 +71,15 @@
 // is therefore O(depth × nodes × shapes + pods × log nodes); the tree is
 // at most four levels deep. Nothing runs per pod per node.
 //
+// # Preferred levels
+//
+// A leaf may also name preferred levels below its topology key, narrowest
+// first (rack, then block). It then goes into one domain of the first
+// level when one holds its quorum, else into the fewest domains of a level
+// that one domain of the next level holds, climbing no higher than its
+// topology key; Plan.Choices says where and why. preferred.go has the
+// details; they cost one capacity count per node per shape, as above.
+//
 // # Domain policy
 //
 // Options.DomainPolicy orders the feasible candidates. BestFit, the

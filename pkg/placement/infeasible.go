@@ -31,6 +31,10 @@ type Infeasible struct {
 	Reason string
 	// Cause is, for a composite, the first child that failed in BestDomain.
 	Cause *Infeasible
+	// Invalid: the group's definition contradicts the nodes (a preferred
+	// topology level wider than the level above it), so no capacity would
+	// help until it or the node labels change.
+	Invalid bool
 }
 
 func (e *Infeasible) Error() string {

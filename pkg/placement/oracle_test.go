@@ -180,6 +180,16 @@ type oracleDomain struct {
 // same pinning rule as the contract: the majority value of the bound pods of
 // the subtree, ties to the smallest value.
 func oracleDomains(all, within []placement.Node, g *placement.Group) (ds []oracleDomain, pinned bool) {
+	if len(g.PreferredKeys) > 0 {
+		// Only nodes carrying every preferred level are the group's.
+		var labelled []placement.Node
+		for _, n := range within {
+			if oracleLabelled(n, g) {
+				labelled = append(labelled, n)
+			}
+		}
+		within = labelled
+	}
 	if g.TopologyKey == "" {
 		return []oracleDomain{{nodes: within}}, false
 	}
@@ -271,6 +281,9 @@ func leafNeed(l *placement.Group) int {
 // children are unconstrained and share one shape; a composite with a single
 // homogeneous leaf child. applies is false for other trees.
 func oracleExact(nodes []placement.Node, root *placement.Group, comparisons bool) (feasible, applies bool) {
+	if oracleAnyRefused(nodes, root) {
+		return false, false
+	}
 	if len(root.Children) == 0 {
 		shape, ok := homogeneousShape(root)
 		if !ok {
@@ -299,7 +312,7 @@ func oracleExact(nodes []placement.Node, root *placement.Group, comparisons bool
 	single := len(root.Children) == 1
 	if !single {
 		for _, c := range root.Children {
-			if c.TopologyKey != "" {
+			if c.TopologyKey != "" || len(c.PreferredKeys) > 0 {
 				return false, false
 			}
 		}
@@ -355,6 +368,9 @@ func verify(nodes []placement.Node, root *placement.Group, opts placement.Option
 		}
 		if plan != nil {
 			return errors.New("an error came with a plan")
+		}
+		if handled, err := verifyRefusal(nodes, root, inf); handled {
+			return err
 		}
 		if root.Policy == placement.Basic {
 			return fmt.Errorf("a basic root failed: %v", err)
@@ -604,6 +620,10 @@ func verify(nodes []placement.Node, root *placement.Group, opts placement.Option
 		return fmt.Errorf("plan returned for root %s without its quorum", root.Name)
 	}
 
+	if hasPreferred(root) {
+		return verifyPreferred(nodes, root, opts, plan)
+	}
+
 	// Where the planner is exact, it also places everything that fits and,
 	// for a leaf, in the domain the policy asks for.
 	if len(root.Children) == 0 {
@@ -679,7 +699,7 @@ func describe(nodes []placement.Node, root *placement.Group, opts placement.Opti
 	var walk func(g *placement.Group, depth int)
 	walk = func(g *placement.Group, depth int) {
 		ind := strings.Repeat("  ", depth)
-		fmt.Fprintf(&b, "%sgroup %s policy=%d key=%q minCount=%d minGroupCount=%d bound=%v\n", ind, g.Name, g.Policy, g.TopologyKey, g.MinCount, g.MinGroupCount, g.Bound)
+		fmt.Fprintf(&b, "%sgroup %s policy=%d key=%q preferred=%q minCount=%d minGroupCount=%d bound=%v\n", ind, g.Name, g.Policy, g.TopologyKey, g.PreferredKeys, g.MinCount, g.MinGroupCount, g.Bound)
 		for i, s := range g.Shapes {
 			fmt.Fprintf(&b, "%s  shape %d: %v tolerations=%v selector=%v affinity=%v\n", ind, i, s.Requests, s.Tolerations, s.NodeSelector, s.RequiredAffinity)
 		}

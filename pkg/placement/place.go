@@ -14,6 +14,9 @@ import (
 // pods never crowd out a sibling's quorum. On failure nothing of g stays
 // placed and g.fail says why.
 func (p *planner) quorum(g *gnode, nodes []int32) bool {
+	if len(g.prefs) > 0 {
+		return p.preferredQuorum(g, nodes)
+	}
 	g.ok, g.dom, g.domNodes, g.fail = false, -1, nil, nil
 	cands := p.candidates(g, nodes)
 	if len(cands) > 1 {

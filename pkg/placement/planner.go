@@ -14,7 +14,8 @@ import (
 //
 // The error is an *Infeasible when the root gang cannot be satisfied, and a
 // plain error when the input is invalid (duplicate names, a shape index out
-// of range, negative quantities, a cyclic tree). A basic root never fails.
+// of range, negative quantities, a cyclic tree). A basic root never fails,
+// unless the nodes refuse its preferred levels (see preferred.go).
 // PlanGroup does not modify its arguments.
 //
 // A caller that plans repeatedly against a slowly changing cluster keeps a
@@ -112,6 +113,12 @@ type gnode struct {
 	domNodes []int32
 	trial    int32 // domain under evaluation, for messages of descendants
 	fail     *Infeasible
+
+	// Preferred levels (preferred.go), leaf only.
+	prefs   []int       // into planner.keys, narrowest first
+	boundOn []int32     // nodes of the bound members that are in the snapshot
+	refused *Infeasible // what the nodes say against the levels; set once per plan
+	choice  *Choice     // where the last successful quorum put the group
 }
 
 func newPlanner(t *NodeTable, reserved []Usage, root *Group, opts Options) (*planner, error) {
@@ -136,6 +143,7 @@ func newPlanner(t *NodeTable, reserved []Usage, root *Group, opts Options) (*pla
 	b.initKeys()
 	p.initConstraints()
 	b.pin()
+	p.checkPreferred(b.leaves)
 	p.prepare(p.root)
 	p.caps = make([]int64, len(p.shapes))
 	return p, nil
@@ -189,13 +197,10 @@ func (b *builder) build(g *Group, parent *gnode, path string) (*gnode, error) {
 	}
 	n := &gnode{g: g, parent: parent, leaf: len(g.Children) == 0, gang: g.Policy == Gang, key: -1, pinned: -1, dom: -1, trial: -1}
 	if g.TopologyKey != "" {
-		k, ok := b.keyIdx[g.TopologyKey]
-		if !ok {
-			k = len(b.p.keys)
-			b.keyIdx[g.TopologyKey] = k
-			b.p.keys = append(b.p.keys, &topoKey{name: g.TopologyKey})
-		}
-		n.key = k
+		n.key = b.key(g.TopologyKey)
+	}
+	if err := b.preferred(n); err != nil {
+		return nil, err
 	}
 	if n.leaf {
 		return n, b.buildLeaf(n)
@@ -214,6 +219,17 @@ func (b *builder) build(g *Group, parent *gnode, path string) (*gnode, error) {
 		n.children = append(n.children, child)
 	}
 	return n, nil
+}
+
+// key registers a topology key of the tree and returns its index.
+func (b *builder) key(name string) int {
+	k, ok := b.keyIdx[name]
+	if !ok {
+		k = len(b.p.keys)
+		b.keyIdx[name] = k
+		b.p.keys = append(b.p.keys, &topoKey{name: name})
+	}
+	return k
 }
 
 func (b *builder) buildLeaf(n *gnode) error {
@@ -268,6 +284,7 @@ func (b *builder) buildLeaf(n *gnode) error {
 	}
 	n.bound = len(g.Bound)
 	n.pending = len(g.Pending)
+	n.boundOn = on
 	b.leaves = append(b.leaves, n)
 	b.boundOn = append(b.boundOn, on)
 	return nil
@@ -468,6 +485,12 @@ func (p *planner) plan() *Plan {
 func (p *planner) collect(g *gnode, pl *Plan) {
 	if g.key >= 0 && g.dom >= 0 {
 		pl.Domains[g.g.Name] = p.keys[g.key].names[g.dom]
+	}
+	if g.choice != nil {
+		if pl.Choices == nil {
+			pl.Choices = map[string]Choice{}
+		}
+		pl.Choices[g.g.Name] = *g.choice
 	}
 	for _, c := range g.children {
 		if c.ok {

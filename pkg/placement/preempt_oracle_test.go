@@ -219,6 +219,24 @@ func genPreemption(src source) preemptScenario {
 		root = composite(pick("", zoneKey), children)
 	}
 	opts := placement.PreemptOptions{Options: placement.Options{DomainPolicy: placement.DomainPolicy(src.intn(3))}}
+	// Last, so that a zero keeps inputs written before preferred levels
+	// decoding as they did: blocks, and preferred levels on some leaves.
+	for i := range nodes {
+		if v := src.intn(len(genBlocks) + 1); v > 0 {
+			nodes[i].Labels[blockKey] = genBlocks[v-1]
+		}
+	}
+	var prefer func(g *placement.Group)
+	prefer = func(g *placement.Group) {
+		for _, c := range g.Children {
+			prefer(c)
+		}
+		if len(g.Children) == 0 && src.intn(5) == 1 {
+			ladders := genLadders[g.TopologyKey]
+			g.PreferredKeys = ladders[src.intn(len(ladders))]
+		}
+	}
+	prefer(root)
 	return preemptScenario{nodes: nodes, victims: victims, root: root, priority: preemptorPriority, opts: opts}
 }
 

@@ -47,8 +47,15 @@ func (s *byteSource) intn(n int) int {
 func chance(src source, inN int) bool { return src.intn(inN) == 0 }
 
 var (
-	genZones = []string{"za", "zb"}
-	genRacks = []string{"r1", "r2", "r3"}
+	genZones  = []string{"za", "zb"}
+	genRacks  = []string{"r1", "r2", "r3"}
+	genBlocks = []string{"b1", "b2"}
+	// genLadders are the preferred levels a leaf may get, per required key.
+	genLadders = map[string][][]string{
+		"":      {{rackKey}, {rackKey, zoneKey}, {rackKey, blockKey}, {blockKey, zoneKey}, {rackKey, blockKey, zoneKey}},
+		zoneKey: {{rackKey}, {rackKey, blockKey}, {blockKey}, {blockKey, rackKey}},
+		rackKey: {{blockKey}, {zoneKey}},
+	}
 )
 
 // genNodes makes 1–6 nodes across at most 2 zones and 3 racks (rack names
@@ -81,11 +88,43 @@ func genNodes(src source, resources int) []placement.Node {
 		if chance(src, 2) {
 			n.Labels[diskKey] = "ssd"
 		}
+
 		if chance(src, 4) {
 			effects := []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute, corev1.TaintEffectPreferNoSchedule}
 			n.Taints = []corev1.Taint{{Key: teamKey, Value: teamTol, Effect: effects[src.intn(len(effects))]}}
 		}
 		n.Unschedulable = chance(src, 8)
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+// genNestedNodes makes 2–8 nodes whose racks sit in blocks that sit in
+// zones, as preferred levels expect, with an occasional rack name reused
+// across blocks and an occasional missing label.
+func genNestedNodes(src source, resources int) []placement.Node {
+	count := 2 + src.intn(7)
+	nodes := make([]placement.Node, 0, count)
+	for i := range count {
+		zone := genZones[src.intn(len(genZones))]
+		block := zone + "-" + genBlocks[src.intn(len(genBlocks))]
+		rack := block + "-" + genRacks[src.intn(len(genRacks))]
+		if chance(src, 6) {
+			rack = genRacks[0]
+		}
+		n := placement.Node{
+			Name:        fmt.Sprintf("n%d", i),
+			Labels:      map[string]string{zoneKey: zone, blockKey: block, rackKey: rack},
+			Allocatable: placement.Resources{cpu: int64(src.intn(5)) * 1000},
+			Requested:   placement.Resources{cpu: int64(src.intn(2)) * 500},
+			MaxPods:     1 + src.intn(4),
+		}
+		if resources > 1 {
+			n.Allocatable[mem] = int64(1+src.intn(4)) * 1024
+		}
+		if chance(src, 10) {
+			delete(n.Labels, []string{zoneKey, blockKey, rackKey}[src.intn(3)])
+		}
 		nodes = append(nodes, n)
 	}
 	return nodes
@@ -195,7 +234,12 @@ func (st *genState) composite(key string, children []*placement.Group) *placemen
 
 // genScenario builds nodes and a tree of one of four kinds: a leaf; a
 // composite over unconstrained leaves sharing one shape; a composite over
-// one leaf; and a general tree up to three levels.
+// one leaf; and a general tree up to three levels. Then it labels blocks,
+// gives some leaves preferred levels, and sometimes replaces everything by
+// a gang leaf of one shape with preferred levels on nested racks, which the
+// brute force checks step by step. Those decisions come last, and a zero
+// leaves the scenario as it was, so fuzz inputs written before them decode
+// as they did.
 func genScenario(src source) ([]placement.Node, *placement.Group, placement.Options) {
 	resources := 1 + src.intn(2)
 	st := &genState{src: src, resources: resources, budget: 8}
@@ -229,6 +273,37 @@ func genScenario(src source) ([]placement.Node, *placement.Group, placement.Opti
 		}
 		root = st.composite(st.key("", zoneKey), children)
 	}
+	// Blocks sit between racks and zones on some nodes and across them on
+	// others, so preferred levels meet both nested and contradicting labels.
+	for i := range st.nodes {
+		if v := src.intn(len(genBlocks) + 1); v > 0 {
+			st.nodes[i].Labels[blockKey] = genBlocks[v-1]
+		}
+	}
+	var prefer func(g *placement.Group)
+	prefer = func(g *placement.Group) {
+		for _, c := range g.Children {
+			prefer(c)
+		}
+		if len(g.Children) == 0 && src.intn(3) == 1 {
+			ladders := genLadders[g.TopologyKey]
+			g.PreferredKeys = ladders[src.intn(len(ladders))]
+		}
+	}
+	prefer(root)
+	if src.intn(5) == 4 {
+		st = &genState{src: src, resources: resources, budget: 8}
+		st.nodes = genNestedNodes(src, resources)
+		key := st.key("", zoneKey)
+		shape := genShape(src, resources)
+		root = st.leaf(key, &shape)
+		root.Policy = placement.Gang
+		// Gangs that want most of their pods are the ones that outgrow
+		// a rack and fall back.
+		root.MinCount = max(0, len(root.Pending)+len(root.Bound)-src.intn(2))
+		ladders := genLadders[key]
+		root.PreferredKeys = ladders[src.intn(len(ladders))]
+	}
 	return st.nodes, root, opts
 }
 
@@ -242,7 +317,7 @@ func TestPlanGroupProperties(t *testing.T) {
 	if *propertySeed >= 0 {
 		first, n = *propertySeed, 1
 	}
-	exact, infeasible := 0, 0
+	exact, infeasible, ladders, fallbacks, refused := 0, 0, 0, 0, 0
 	for seed := first; seed < first+n; seed++ {
 		nodes, root, opts := genScenario(randSource{rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))})
 		plan, err := placement.PlanGroup(nodes, root, opts)
@@ -256,13 +331,27 @@ func TestPlanGroupProperties(t *testing.T) {
 		if errors.As(err, &inf) {
 			infeasible++
 		}
+		if len(root.Children) == 0 && len(root.PreferredKeys) > 0 {
+			if _, _, no := oracleRefusal(nodes, root); no {
+				refused++
+			} else if shape, ok := homogeneousShape(root); ok && root.Policy == placement.Gang && err == nil {
+				ladders++
+				if _, _, feasible := oracleLadder(nodes, root, shape, opts.TaintComparisonOperators); feasible && !plan.Choices[root.Name].Preferred {
+					fallbacks++
+				}
+			}
+		}
 	}
-	t.Logf("%d cases: %d checked against the exact oracle, %d infeasible", n, exact, infeasible)
+	t.Logf("%d cases: %d checked against the exact oracle, %d infeasible; preferred levels: %d leaf roots checked by brute force, %d of them fell back, %d refused",
+		n, exact, infeasible, ladders, fallbacks, refused)
 	// The generator must keep exercising both outcomes and the exact cases,
 	// or the oracle comparison would silently stop testing anything.
 	if n >= 1000 {
 		if exact < int(n)/4 || infeasible < int(n)/20 || infeasible > int(n)*9/10 {
 			t.Fatalf("generator drifted: %d of %d cases exact, %d infeasible", exact, n, infeasible)
+		}
+		if ladders < int(n)/20 || fallbacks < int(n)/200 || refused < int(n)/200 {
+			t.Fatalf("generator drifted: of %d cases, %d preferred leaf roots checked, %d fell back, %d refused", n, ladders, fallbacks, refused)
 		}
 	}
 }

@@ -122,6 +122,14 @@ type Group struct {
 	// TopologyKey is a node label key. When set, every pod of the subtree
 	// goes to nodes sharing one value of it; "" leaves the group unconstrained.
 	TopologyKey string
+	// PreferredKeys are soft topology levels of a leaf, node label keys
+	// narrowest first, all below TopologyKey: the group goes into one
+	// domain of the first level when one holds it, else into the fewest
+	// domains of a level that one domain of the next level holds, climbing
+	// up to TopologyKey's domain (or the whole of the parent's domain when
+	// TopologyKey is ""). Nodes lacking any of these labels are left out.
+	// See preferred.go.
+	PreferredKeys []string
 
 	// Leaf only.
 
@@ -175,4 +183,31 @@ type Plan struct {
 	// plan: children of a basic composite, and children of a gang composite
 	// beyond its MinGroupCount. Their pods are in Unplaced.
 	Unsatisfied []*Infeasible
+	// Choices says, for every placed group with PreferredKeys, which level
+	// it settled at and why.
+	Choices map[string]Choice
+}
+
+// Choice is where a group with preferred levels went.
+type Choice struct {
+	// Key is the level whose domains hold the group's pods: the first
+	// preferred level when the preference was met, a wider one after a
+	// fallback.
+	Key string
+	// Domains are the values of Key the group uses, in the order they are
+	// filled: those already holding bound members first.
+	Domains []string
+	// Kept counts the Domains that held bound members before the plan.
+	Kept int
+	// Within is the level one domain of which holds every Domain, and
+	// WithinDomain its value; both "" when the group may use the whole of
+	// its parent's domain (no required key above the last preferred level).
+	Within, WithinDomain string
+	// Preferred is true when the group fits one domain of its first level.
+	Preferred bool
+	// Message words the choice for group status, e.g. "placed in 2
+	// topology.phalanx.dev/rack domains of topology.phalanx.dev/block b-3
+	// (r-1, r-2): no single topology.phalanx.dev/rack fits 12 pods (best
+	// r-1 fits 8; short 4 nvidia.com/gpu)".
+	Message string
 }

@@ -14,6 +14,7 @@ import (
 // Node labels the simulated nodes carry.
 const (
 	ZoneLabel     = "topology.kubernetes.io/zone"
+	BlockLabel    = "topology.phalanx.dev/block"
 	RackLabel     = "topology.phalanx.dev/rack"
 	HostnameLabel = "kubernetes.io/hostname"
 	// GPUResource is the extended resource simulated nodes offer.
@@ -26,6 +27,9 @@ type Topology struct {
 	Zones        int
 	RacksPerZone int
 	NodesPerRack int
+	// RacksPerBlock groups each zone's racks, in order, into blocks of this
+	// many, labelled BlockLabel (zone-<z>-block-<b>); 0 labels no blocks.
+	RacksPerBlock int
 	// Per-node capacity.
 	CPU    string // e.g. "32"
 	Memory string // e.g. "256Gi"
@@ -37,9 +41,11 @@ type Topology struct {
 	Labels map[string]string
 }
 
-// DefaultTopology is the `make run` cluster: 2 zones × 4 racks × 4 nodes.
+// DefaultTopology is the `make run` cluster: 2 zones × 4 racks × 4 nodes,
+// racks in blocks of 2, so that preferred topology levels (rack, then
+// block) can be tried on it.
 func DefaultTopology() Topology {
-	return Topology{Zones: 2, RacksPerZone: 4, NodesPerRack: 4, CPU: "32", Memory: "256Gi", Pods: 110, GPUs: 8}
+	return Topology{Zones: 2, RacksPerZone: 4, RacksPerBlock: 2, NodesPerRack: 4, CPU: "32", Memory: "256Gi", Pods: 110, GPUs: 8}
 }
 
 // Size is the number of nodes the topology describes.
@@ -68,6 +74,9 @@ func (t Topology) Nodes() []*corev1.Node {
 					ZoneLabel:     fmt.Sprintf("zone-%d", z),
 					RackLabel:     fmt.Sprintf("zone-%d-rack-%d", z, r),
 					HostnameLabel: name,
+				}
+				if t.RacksPerBlock > 0 {
+					labels[BlockLabel] = fmt.Sprintf("zone-%d-block-%d", z, r/t.RacksPerBlock)
 				}
 				for k, v := range t.Labels {
 					labels[k] = v

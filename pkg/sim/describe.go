@@ -42,6 +42,9 @@ func (c *Create) describe() string {
 		}
 		s := fmt.Sprintf("%s %s: %s of %s", kind, g.Name, podRange("", g.podPrefix(), "%d", g.Size), requests(g.CPU, g.Memory, g.GPUs))
 		extra := []string{fmt.Sprintf("min %d", g.minCount())}
+		if p := preferredText(g.PreferredTopology); p != "" {
+			extra = append(extra, p)
+		}
 		if g.TopologyKey != "" {
 			extra = append(extra, "one "+keyName(resolveKey(g.TopologyKey)))
 		}
@@ -68,6 +71,23 @@ func (c *Create) describe() string {
 		out += "; pods created interleaved"
 	}
 	return out
+}
+
+// preferredText words preferred levels: "prefer one rack, else fewest
+// racks in a block".
+func preferredText(levels []string) string {
+	if len(levels) == 0 {
+		return ""
+	}
+	names := make([]string, len(levels))
+	for i, k := range levels {
+		names[i] = keyName(resolveKey(k))
+	}
+	s := "prefer one " + names[0]
+	for i := 1; i < len(names); i++ {
+		s += fmt.Sprintf(", else fewest %ss in a %s", names[i-1], names[i])
+	}
+	return s
 }
 
 // podRange is "8 pods a-0..7" or "1 pod a-0", with an optional adjective
@@ -174,6 +194,9 @@ func (c *ClusterSpec) describe() string {
 	s := fmt.Sprintf("%s × %s × %s (%d in all), each %s cpu, %s memory",
 		plural(c.Zones, "zone"), plural(c.Racks, "rack"), plural(c.NodesPerRack, "node"),
 		c.Zones*c.Racks*c.NodesPerRack, cpu, memory)
+	if c.RacksPerBlock > 0 {
+		s = strings.Replace(s, plural(c.Racks, "rack"), plural(c.Racks, "rack")+" (blocks of "+plural(c.RacksPerBlock, "rack")+")", 1)
+	}
 	if c.GPUs > 0 {
 		s += ", " + plural(c.GPUs, "GPU")
 	}

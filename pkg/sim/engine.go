@@ -155,8 +155,12 @@ func Run(ctx context.Context, cl Cluster, sc *Scenario, out io.Writer) *Result {
 	res.Namespace = r.ns
 	for i := range sc.Steps {
 		sr, stop := r.step(ctx, &sc.Steps[i])
+		var prev Snapshot
+		if i > 0 {
+			prev = res.Steps[i-1].Snapshot
+		}
 		res.Steps = append(res.Steps, sr)
-		writeStep(out, sc, i, &sr)
+		writeStep(out, sc, i, &sr, prev)
 		if stop {
 			res.Skipped = len(sc.Steps) - i - 1
 			break

@@ -32,6 +32,9 @@ func evaluate(exps []Expectation, snap Snapshot) []Check {
 		if e.SameDomain != "" {
 			checks = append(checks, sameDomainCheck(g, snap.nodeLabels, resolveKey(e.SameDomain)))
 		}
+		if e.Spans != nil {
+			checks = append(checks, spansCheck(g, snap.nodeLabels, resolveKey(e.Spans.Key), e.Spans.Count))
+		}
 	}
 	return checks
 }
@@ -76,6 +79,23 @@ func sameDomainCheck(g GroupState, labels map[string]map[string]string, key stri
 		return Check{Text: fmt.Sprintf("%s: all %d bound pods in one %s (%s)", g.Name, g.Bound, name, list[0]), Pass: true}
 	}
 	return Check{Text: fmt.Sprintf("%s: bound pods span %d %ss (%s), want one", g.Name, len(list), name, strings.Join(list, ", "))}
+}
+
+// spansCheck counts the domains of key the group's bound pods use.
+func spansCheck(g GroupState, labels map[string]map[string]string, key string, want int) Check {
+	name := domainWord(key)
+	values := sets.New[string]()
+	for _, n := range g.nodeNames {
+		if v, ok := labels[n][key]; ok {
+			values.Insert(v)
+		}
+	}
+	list := sortedNatural(sets.List(values))
+	text := fmt.Sprintf("%s: bound pods span %s (%s)", g.Name, plural(len(list), name), orNone(list))
+	if len(list) == want {
+		return Check{Text: text, Pass: true}
+	}
+	return Check{Text: fmt.Sprintf("%s, want %d", text, want)}
 }
 
 // domainWord names a domain of key: "rack", or "<key> domain" for keys

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -137,6 +138,14 @@ func (g *Gang) upstreamPodGroup() *schedv1beta1.PodGroup {
 			Topology: []schedv1beta1.TopologyConstraint{{Key: resolveKey(g.TopologyKey)}},
 		}
 	}
+	if len(g.PreferredTopology) > 0 {
+		// Upstream's API has no field for them.
+		keys := make([]string, len(g.PreferredTopology))
+		for i, k := range g.PreferredTopology {
+			keys[i] = resolveKey(k)
+		}
+		pg.Annotations = map[string]string{v1alpha1.PreferredTopologyAnnotation: strings.Join(keys, ",")}
+	}
 	if g.DisruptionAll {
 		pg.Spec.DisruptionMode = &schedv1beta1.DisruptionMode{All: &schedv1beta1.AllDisruptionMode{}}
 	}
@@ -162,10 +171,15 @@ func (g *Gang) podGroup() *v1alpha1.PodGroup {
 			PriorityClassName: g.PriorityClass,
 		},
 	}
-	if g.TopologyKey != "" {
-		pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{
-			Topology: []v1alpha1.TopologyConstraint{{Key: resolveKey(g.TopologyKey)}},
+	if g.TopologyKey != "" || len(g.PreferredTopology) > 0 {
+		c := &v1alpha1.PodGroupSchedulingConstraints{}
+		if g.TopologyKey != "" {
+			c.Topology = []v1alpha1.TopologyConstraint{{Key: resolveKey(g.TopologyKey)}}
 		}
+		for _, k := range g.PreferredTopology {
+			c.PreferredTopology = append(c.PreferredTopology, v1alpha1.TopologyConstraint{Key: resolveKey(k)})
+		}
+		pg.Spec.SchedulingConstraints = c
 	}
 	if g.DisruptionAll {
 		pg.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
@@ -285,9 +299,13 @@ func (c *ClusterSpec) nodes() []*corev1.Node {
 	var out []*corev1.Node
 	for z := 0; z < c.Zones; z++ {
 		for r := 0; r < c.Racks; r++ {
+			block := ""
+			if c.RacksPerBlock > 0 {
+				block = fmt.Sprintf("zone-%d-block-%d", z, r/c.RacksPerBlock)
+			}
 			for n := 0; n < c.NodesPerRack; n++ {
 				out = append(out, newNode(fmt.Sprintf("node-z%d-r%d-n%d", z, r, n),
-					fmt.Sprintf("zone-%d", z), fmt.Sprintf("zone-%d-rack-%d", z, r), capacity))
+					fmt.Sprintf("zone-%d", z), block, fmt.Sprintf("zone-%d-rack-%d", z, r), capacity))
 			}
 		}
 	}
@@ -306,16 +324,19 @@ func (a *AddNodes) nodes(cluster ClusterSpec) []*corev1.Node {
 	capacity := nodeCapacity(cpu, memory, a.GPUs, cluster.Pods)
 	out := make([]*corev1.Node, a.Count)
 	for i := range out {
-		out[i] = newNode(fmt.Sprintf("%s-%d", a.Prefix, i), a.Zone, a.Rack, capacity)
+		out[i] = newNode(fmt.Sprintf("%s-%d", a.Prefix, i), a.Zone, a.Block, a.Rack, capacity)
 	}
 	return out
 }
 
 // newNode is a Ready, untainted node.
-func newNode(name, zone, rack string, capacity corev1.ResourceList) *corev1.Node {
+func newNode(name, zone, block, rack string, capacity corev1.ResourceList) *corev1.Node {
 	labels := map[string]string{HostnameLabel: name}
 	if zone != "" {
 		labels[ZoneLabel] = zone
+	}
+	if block != "" {
+		labels[BlockLabel] = block
 	}
 	if rack != "" {
 		labels[RackLabel] = rack

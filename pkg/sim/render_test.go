@@ -48,7 +48,11 @@ func TestTerminalTable(t *testing.T) {
 	var out bytes.Buffer
 	writeHeader(&out, res.Scenario)
 	for i := range res.Steps {
-		writeStep(&out, res.Scenario, i, &res.Steps[i])
+		var prev Snapshot
+		if i > 0 {
+			prev = res.Steps[i-1].Snapshot
+		}
+		writeStep(&out, res.Scenario, i, &res.Steps[i], prev)
 	}
 	writeFooter(&out, res)
 	text := out.String()

@@ -44,8 +44,11 @@ type reportFrame struct {
 
 type reportRow struct {
 	Name, Color, Policy, Where string
-	Depth                      int
-	Bound, Pending, Evicted    int
+	// Note is the scheduler's word on where a group with preferred
+	// levels went and why.
+	Note                    string
+	Depth                   int
+	Bound, Pending, Evicted int
 }
 
 // WriteReport writes a self-contained HTML page (inline CSS and SVG, no
@@ -127,8 +130,12 @@ func reportScenarioOf(i int, res *Result) reportScenario {
 			if g.Leaf {
 				color = colorOf(colors, g.Name)
 			}
-			f.Rows = append(f.Rows, reportRow{Name: g.Name, Color: color, Policy: g.Policy, Where: g.Where(),
-				Depth: g.Depth, Bound: g.Bound, Pending: g.Pending, Evicted: g.Evicted})
+			row := reportRow{Name: g.Name, Color: color, Policy: g.Policy, Where: g.Where(),
+				Depth: g.Depth, Bound: g.Bound, Pending: g.Pending, Evicted: g.Evicted}
+			if g.Bound > 0 {
+				row.Note = g.Choice
+			}
+			f.Rows = append(f.Rows, row)
 		}
 		out.Frames = append(out.Frames, f)
 	}

@@ -36,12 +36,16 @@ type Scenario struct {
 // ClusterSpec is Zones × Racks × NodesPerRack identical nodes, named
 // node-z<zone>-r<rack>-n<node> and labelled topology.kubernetes.io/zone
 // (zone-<z>), topology.phalanx.dev/rack (zone-<z>-rack-<r>) and
-// kubernetes.io/hostname.
+// kubernetes.io/hostname; with RacksPerBlock also
+// topology.phalanx.dev/block (zone-<z>-block-<b>).
 type ClusterSpec struct {
 	Zones int `json:"zones"`
 	// Racks is the number of racks per zone.
 	Racks        int `json:"racks"`
 	NodesPerRack int `json:"nodesPerRack"`
+	// RacksPerBlock groups each zone's racks, in order, into blocks of
+	// this many; 0 leaves the block label off.
+	RacksPerBlock int `json:"racksPerBlock,omitempty"`
 	// CPU, Memory, GPUs (nvidia.com/gpu) and Pods are per node; defaults
 	// 8, 64Gi, 0 and 110.
 	CPU    Amount `json:"cpu,omitempty"`
@@ -105,8 +109,14 @@ type Gang struct {
 	// and its pods both carry it.
 	PriorityClass string `json:"priorityClass,omitempty"`
 	// TopologyKey puts every pod on nodes sharing one value of this node
-	// label. "zone", "rack" and "hostname" are short for the sandbox keys.
+	// label. "zone", "block", "rack" and "hostname" are short for the
+	// sandbox keys.
 	TopologyKey string `json:"topologyKey,omitempty"`
+	// PreferredTopology lists preferred levels below TopologyKey,
+	// narrowest first, in the same short forms: [rack, block] packs the
+	// gang into one rack when one holds it, else into the fewest racks of
+	// one block, and so on up to TopologyKey.
+	PreferredTopology []string `json:"preferredTopology,omitempty"`
 	// DisruptionAll sets disruptionMode all: the group is evicted whole.
 	DisruptionAll bool `json:"disruptionAll,omitempty"`
 	// Parent names the group's CompositePodGroup.
@@ -148,10 +158,11 @@ type AddNodes struct {
 	CPU    Amount `json:"cpu,omitempty"`
 	Memory Amount `json:"memory,omitempty"`
 	GPUs   int    `json:"gpus,omitempty"`
-	// Zone and Rack are the values of the zone and rack labels; a node
-	// without them is drawn outside every zone.
-	Zone string `json:"zone,omitempty"`
-	Rack string `json:"rack,omitempty"`
+	// Zone, Block and Rack are the values of the zone, block and rack
+	// labels; a node without them is drawn outside every zone.
+	Zone  string `json:"zone,omitempty"`
+	Block string `json:"block,omitempty"`
+	Rack  string `json:"rack,omitempty"`
 }
 
 // DeleteNodes removes nodes, and the pods bound to them as the pod garbage
@@ -200,9 +211,19 @@ type Expectation struct {
 	Bound   *int   `json:"bound,omitempty"`
 	Pending *int   `json:"pending,omitempty"`
 	Evicted *int   `json:"evicted,omitempty"`
-	// SameDomain is a node label key ("zone", "rack", "hostname" are short
-	// forms): every bound pod of the group runs on nodes with one value of it.
+	// SameDomain is a node label key ("zone", "block", "rack", "hostname"
+	// are short forms): every bound pod of the group runs on nodes with one
+	// value of it.
 	SameDomain string `json:"sameDomain,omitempty"`
+	// Spans counts the values of a node label key over the nodes of the
+	// group's bound pods, e.g. {key: rack, count: 2}.
+	Spans *Spans `json:"spans,omitempty"`
+}
+
+// Spans is an expected number of domains of Key.
+type Spans struct {
+	Key   string `json:"key"`
+	Count int    `json:"count"`
 }
 
 // Amount is a resource quantity as written in a scenario: 4, "4", "500m",

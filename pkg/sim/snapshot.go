@@ -11,6 +11,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -55,6 +56,11 @@ type GroupState struct {
 	Policy string
 	// TopologyKey is the group's constraint, if any.
 	TopologyKey string
+	// PreferredKeys are the group's preferred levels, narrowest first.
+	PreferredKeys []string
+	// Choice is the scheduler's PreferredTopology condition message: where
+	// its last plan put a group with preferred levels, and why.
+	Choice string
 	// Bound and Pending count pods that are not terminating; a composite
 	// counts every pod below it. Evicted counts pods marked with a
 	// DisruptionTarget condition since the scenario began.
@@ -75,6 +81,9 @@ type GroupState struct {
 func (g GroupState) Where() string {
 	if g.Bound == 0 {
 		return "-"
+	}
+	if len(g.PreferredKeys) > 0 {
+		return keyName(g.PreferredKeys[0]) + " " + strings.Join(g.Domains, ", ")
 	}
 	if g.TopologyKey != "" {
 		return keyName(g.TopologyKey) + " " + strings.Join(g.Domains, ", ")
@@ -467,6 +476,9 @@ func buildSnapshot(o *observation, evicted map[groupRef]int, priorities map[stri
 			b.nodes = b.nodes.Union(c.nodes)
 		}
 		key := b.state.TopologyKey
+		if len(b.state.PreferredKeys) > 0 {
+			key = b.state.PreferredKeys[0]
+		}
 		if key == "" {
 			key = RackLabel
 		}
@@ -559,9 +571,20 @@ func describe(b *rowBuilder, o *observation, priorities map[string]int32) {
 		} else {
 			parts = append(parts, "basic (best effort)")
 		}
-		if c := pg.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
-			b.state.TopologyKey = c.Topology[0].Key
-			parts = append(parts, "one "+keyName(b.state.TopologyKey))
+		if c := pg.Spec.SchedulingConstraints; c != nil {
+			for _, p := range c.PreferredTopology {
+				b.state.PreferredKeys = append(b.state.PreferredKeys, p.Key)
+			}
+			if p := preferredText(b.state.PreferredKeys); p != "" {
+				parts = append(parts, p)
+			}
+			if len(c.Topology) > 0 {
+				b.state.TopologyKey = c.Topology[0].Key
+				parts = append(parts, "one "+keyName(b.state.TopologyKey))
+			}
+		}
+		if c := meta.FindStatusCondition(pg.Status.Conditions, v1alpha1.PodGroupPreferredTopology); c != nil {
+			b.state.Choice = c.Message
 		}
 		if d := pg.Spec.DisruptionMode; d != nil && d.All != nil {
 			parts = append(parts, "evicted whole")
@@ -616,7 +639,7 @@ func priorityText(class string, value *int32, priorities map[string]int32) []str
 
 // keyName is the short name of a topology key.
 func keyName(key string) string {
-	for short, full := range map[string]string{"zone": ZoneLabel, "rack": RackLabel, "node": HostnameLabel} {
+	for short, full := range map[string]string{"zone": ZoneLabel, "block": BlockLabel, "rack": RackLabel, "node": HostnameLabel} {
 		if key == full {
 			return short
 		}

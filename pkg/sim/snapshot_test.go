@@ -16,7 +16,7 @@ import (
 )
 
 func testNode(name, zone, rack string) corev1.Node {
-	n := newNode(name, zone, rack, nodeCapacity("8", "64Gi", 2, 0))
+	n := newNode(name, zone, "", rack, nodeCapacity("8", "64Gi", 2, 0))
 	return *n
 }
 

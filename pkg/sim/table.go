@@ -20,13 +20,30 @@ func writeHeader(w io.Writer, sc *Scenario) {
 	fmt.Fprintf(w, "Cluster: %s\n", sc.Cluster.describe())
 }
 
-// writeStep prints one step: what it did, the groups table and the checks.
-func writeStep(w io.Writer, sc *Scenario, i int, sr *StepResult) {
+// writeStep prints one step: what it did, the groups table, what the
+// scheduler says about placements that changed since prev, and the checks.
+func writeStep(w io.Writer, sc *Scenario, i int, sr *StepResult, prev Snapshot) {
 	fmt.Fprintf(w, "\n[%d/%d] %s  (%s)\n", i+1, len(sc.Steps), sr.Name, roundDuration(sr.Duration))
 	for _, line := range wrap(sr.Action, textWidth-6) {
 		fmt.Fprintf(w, "      %s\n", line)
 	}
 	writeGroups(w, "      ", sr.Snapshot)
+	said := map[string]string{}
+	for _, g := range prev.Groups {
+		said[g.Name] = g.Choice
+	}
+	for _, g := range sr.Snapshot.Groups {
+		if g.Choice == "" || g.Bound == 0 || said[g.Name] == g.Choice {
+			continue
+		}
+		for i, line := range wrap(g.Name+": "+g.Choice, textWidth-8) {
+			if i == 0 {
+				fmt.Fprintf(w, "      > %s\n", line)
+			} else {
+				fmt.Fprintf(w, "        %s\n", line)
+			}
+		}
+	}
 	for _, c := range sr.Checks {
 		fmt.Fprintf(w, "      %s  %s\n", verdict(c.Pass), c.Text)
 	}

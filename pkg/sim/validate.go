@@ -26,11 +26,12 @@ const (
 // may use for them.
 const (
 	ZoneLabel     = corev1.LabelTopologyZone
+	BlockLabel    = "topology.phalanx.dev/block"
 	RackLabel     = "topology.phalanx.dev/rack"
 	HostnameLabel = corev1.LabelHostname
 )
 
-var keyAliases = map[string]string{"zone": ZoneLabel, "rack": RackLabel, "hostname": HostnameLabel, "node": HostnameLabel}
+var keyAliases = map[string]string{"zone": ZoneLabel, "block": BlockLabel, "rack": RackLabel, "hostname": HostnameLabel, "node": HostnameLabel}
 
 // resolveKey expands a short topology key.
 func resolveKey(k string) string {
@@ -120,6 +121,7 @@ func (c *ClusterSpec) validate(p *field.Path) field.ErrorList {
 	errs = append(errs, validateAmount(p.Child("memory"), c.Memory)...)
 	errs = append(errs, nonNegative(p.Child("gpus"), c.GPUs)...)
 	errs = append(errs, nonNegative(p.Child("pods"), c.Pods)...)
+	errs = append(errs, nonNegative(p.Child("racksPerBlock"), c.RacksPerBlock)...)
 	return errs
 }
 
@@ -228,6 +230,21 @@ func (g *Gang) validate(p *field.Path, classes sets.Set[string]) field.ErrorList
 			errs = append(errs, field.Invalid(p.Child("topologyKey"), g.TopologyKey, msg))
 		}
 	}
+	seen := sets.New[string]()
+	for i, k := range g.PreferredTopology {
+		pp := p.Child("preferredTopology").Index(i)
+		full := resolveKey(k)
+		for _, msg := range validation.IsQualifiedName(full) {
+			errs = append(errs, field.Invalid(pp, k, msg))
+		}
+		switch {
+		case seen.Has(full):
+			errs = append(errs, field.Duplicate(pp, k))
+		case full == resolveKey(g.TopologyKey):
+			errs = append(errs, field.Invalid(pp, k, "is the gang's topologyKey: list only levels narrower than it"))
+		}
+		seen.Insert(full)
+	}
 	if g.PodPrefix != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(g.PodPrefix + "0") {
 			errs = append(errs, field.Invalid(p.Child("podPrefix"), g.PodPrefix, msg))
@@ -245,7 +262,7 @@ func (g *Gang) validate(p *field.Path, classes sets.Set[string]) field.ErrorList
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"topologyKey", g.TopologyKey != ""}, {"disruptionAll", g.DisruptionAll}, {"parent", g.Parent != ""}} {
+		}{{"topologyKey", g.TopologyKey != ""}, {"preferredTopology", len(g.PreferredTopology) > 0}, {"disruptionAll", g.DisruptionAll}, {"parent", g.Parent != ""}} {
 			if f.set {
 				errs = append(errs, field.Forbidden(p.Child(f.name), "a labelPair gang has no PodGroup object to carry it; set labelPair: false"))
 			}
@@ -345,8 +362,8 @@ func (e *Expectation) validate(p *field.Path) field.ErrorList {
 	if e.Group == "" {
 		errs = append(errs, field.Required(p.Child("group"), "name the group (PodGroup, CompositePodGroup, label gang or pod set) to check"))
 	}
-	if e.Bound == nil && e.Pending == nil && e.Evicted == nil && e.SameDomain == "" {
-		errs = append(errs, field.Required(p, "set at least one of bound, pending, evicted and sameDomain"))
+	if e.Bound == nil && e.Pending == nil && e.Evicted == nil && e.SameDomain == "" && e.Spans == nil {
+		errs = append(errs, field.Required(p, "set at least one of bound, pending, evicted, sameDomain and spans"))
 	}
 	for _, f := range []struct {
 		name string
@@ -359,6 +376,14 @@ func (e *Expectation) validate(p *field.Path) field.ErrorList {
 	if e.SameDomain != "" {
 		for _, msg := range validation.IsQualifiedName(resolveKey(e.SameDomain)) {
 			errs = append(errs, field.Invalid(p.Child("sameDomain"), e.SameDomain, msg))
+		}
+	}
+	if s := e.Spans; s != nil {
+		for _, msg := range validation.IsQualifiedName(resolveKey(s.Key)) {
+			errs = append(errs, field.Invalid(p.Child("spans", "key"), s.Key, msg))
+		}
+		if s.Count < 1 {
+			errs = append(errs, field.Invalid(p.Child("spans", "count"), s.Count, "must be at least 1"))
 		}
 	}
 	return errs

@@ -73,6 +73,12 @@ type WorkloadPodGroupSchedulingConstraints struct {
 	// nodes sharing one value of the constraint's node label key.
 	// +optional
 	Topology []v1alpha1.TopologyConstraint `json:"topology,omitempty"`
+	// PreferredTopology lists soft levels below Topology's key, narrowest
+	// first (a Phalanx extension; see the field of the same name in
+	// v1alpha1.PodGroupSchedulingConstraints). At most
+	// v1alpha1.MaxPreferredTopology, unique, none equal to Topology's key.
+	// +optional
+	PreferredTopology []v1alpha1.TopologyConstraint `json:"preferredTopology,omitempty"`
 }
 
 // WorkloadPodGroupDisruptionMode says how a group's pods may be disrupted.

@@ -187,8 +187,11 @@ func compileLeaf(n *node) (v1alpha1.PodGroupTemplate, error) {
 	default:
 		return tmpl, fmt.Errorf("template %q: unknown scheduling policy %q", n.item.Name, cfg.Policy)
 	}
-	if len(cfg.Topology) > 0 {
-		tmpl.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{Topology: slices.Clone(cfg.Topology)}
+	if len(cfg.Topology) > 0 || len(cfg.PreferredTopology) > 0 {
+		tmpl.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{
+			Topology:          slices.Clone(cfg.Topology),
+			PreferredTopology: slices.Clone(cfg.PreferredTopology),
+		}
 	}
 	switch cfg.DisruptionMode {
 	case "":
@@ -235,6 +238,9 @@ func compileFields(n *node) (v1alpha1.CompositePodGroupTemplateFields, error) {
 		f.DisruptionMode = &v1alpha1.CompositeDisruptionMode{All: &v1alpha1.AllCompositeDisruptionMode{}}
 	default:
 		return f, fmt.Errorf("template %q: unknown disruption mode %q", n.item.Name, cfg.DisruptionMode)
+	}
+	if len(cfg.PreferredTopology) > 0 {
+		return f, fmt.Errorf("template %q: a composite template cannot hold preferred topology levels", n.item.Name)
 	}
 	if len(cfg.ResourceClaims) > 0 {
 		return f, fmt.Errorf("template %q: a composite template cannot hold resource claims", n.item.Name)

@@ -125,7 +125,7 @@ func inputFacets(it *WorkloadItem) facets {
 		f.policySet = f.policy != ""
 	}
 	if c := in.SchedulingConstraints.Value; c != nil {
-		f.topology = topologyKeys(c.Topology)
+		f.topology = topologyKeys(c.Topology, c.PreferredTopology)
 	}
 	if d := in.DisruptionMode.Value; d != nil {
 		f.disruption = d.modeKind()
@@ -141,7 +141,7 @@ func configFacets(n *node) facets {
 		composite:     n.composite,
 		policySet:     true,
 		policy:        n.cfg.Policy,
-		topology:      topologyKeys(n.cfg.Topology),
+		topology:      topologyKeys(n.cfg.Topology, n.cfg.PreferredTopology),
 		disruptionSet: true,
 		disruption:    n.cfg.DisruptionMode,
 	}
@@ -162,7 +162,7 @@ func templateFacets(e templateEntry) facets {
 			f.policy = BasicPolicy
 		}
 		if t.SchedulingConstraints != nil {
-			f.topology = topologyKeys(t.SchedulingConstraints.Topology)
+			f.topology = topologyKeys(t.SchedulingConstraints.Topology, t.SchedulingConstraints.PreferredTopology)
 		}
 		if d := t.DisruptionMode; d != nil {
 			f.disruption = modeOf(d.Single != nil, d.All != nil)
@@ -200,10 +200,17 @@ func modeOf(single, all bool) DisruptionModeKind {
 	}
 }
 
-func topologyKeys(tcs []v1alpha1.TopologyConstraint) []string {
+// topologyKeys flattens the required key and the preferred levels (marked
+// as such), so that a change to either is a change of the facet.
+func topologyKeys(tcs []v1alpha1.TopologyConstraint, preferred ...[]v1alpha1.TopologyConstraint) []string {
 	var keys []string
 	for _, tc := range tcs {
 		keys = append(keys, tc.Key)
+	}
+	for _, p := range preferred {
+		for _, tc := range p {
+			keys = append(keys, "preferred "+tc.Key)
+		}
 	}
 	return keys
 }

@@ -124,6 +124,9 @@ type Config struct {
 	MinCount *int32
 	// Topology holds at most one constraint; empty means none.
 	Topology []v1alpha1.TopologyConstraint
+	// PreferredTopology are a leaf's soft levels, narrowest first; empty
+	// means none.
+	PreferredTopology []v1alpha1.TopologyConstraint
 	// DisruptionMode "" leaves the field unset (the scheduler's default is
 	// single).
 	DisruptionMode DisruptionModeKind
@@ -150,6 +153,9 @@ func (c *Config) overlay(src *Config) {
 	}
 	if len(src.Topology) > 0 {
 		c.Topology = src.Topology
+	}
+	if len(src.PreferredTopology) > 0 {
+		c.PreferredTopology = src.PreferredTopology
 	}
 	if src.DisruptionMode != "" {
 		c.DisruptionMode = src.DisruptionMode
@@ -208,6 +214,7 @@ func (it *WorkloadItem) inputConfig(composite bool) *Config {
 		}
 		if c := in.SchedulingConstraints.Value; c != nil {
 			cfg.Topology = c.Topology
+			cfg.PreferredTopology = c.PreferredTopology
 		}
 		cfg.DisruptionMode = in.DisruptionMode.Value.modeKind()
 		for _, claim := range in.ResourceClaims.Value {

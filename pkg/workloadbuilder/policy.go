@@ -65,6 +65,22 @@ func (b *Builder) validateResolved(n *node) field.ErrorList {
 	if cfg.DisruptionMode != "" && !slices.Contains(b.opts.AllowedDisruptionModes, cfg.DisruptionMode) {
 		errs = append(errs, field.NotSupported(disruptionPath, string(cfg.DisruptionMode), b.opts.AllowedDisruptionModes))
 	}
+	// A required key from a default and a preferred level from the user
+	// (or the other way round) can meet only here; what the user's own
+	// block says is the structural layer's to report.
+	if len(cfg.Topology) > 0 {
+		in := it.Input.SchedulingConstraints.Value
+		own := !b.opts.DisableDeclarativeValidation && in != nil && len(in.Topology) > 0 && in.Topology[0].Key == cfg.Topology[0].Key
+		for i, tc := range cfg.PreferredTopology {
+			if own && i < len(in.PreferredTopology) && in.PreferredTopology[i].Key == tc.Key {
+				continue
+			}
+			if tc.Key == cfg.Topology[0].Key {
+				path := it.constraintsLoc(false).at(func(p *field.Path) *field.Path { return p.Child("preferredTopology").Index(i).Child("key") })
+				errs = append(errs, field.Invalid(path, tc.Key, MsgPreferredIsRequired))
+			}
+		}
+	}
 	// Upstream applies this to composites as well: a basic composite admits
 	// its children independently, so there is no whole to disrupt together.
 	if cfg.Policy == BasicPolicy && cfg.DisruptionMode == AllMode {

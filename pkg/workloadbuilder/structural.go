@@ -114,6 +114,7 @@ func validatePodGroupBlocks(it *WorkloadItem) field.ErrorList {
 	}
 	if c := it.Input.SchedulingConstraints.Value; c != nil {
 		errs = append(errs, validateTopology(it.constraintsLoc(false), c.Topology)...)
+		errs = append(errs, validatePreferredTopology(it.constraintsLoc(false), c.Topology, c.PreferredTopology)...)
 	}
 	if d := it.Input.DisruptionMode.Value; d != nil {
 		errs = append(errs, validateUnion(it.disruptionLoc(false).base, MsgDisruptionModeUnion, member{"single", d.Single != nil}, member{"all", d.All != nil})...)
@@ -172,6 +173,38 @@ func validateTopology(loc locator, topology []v1alpha1.TopologyConstraint) field
 			errs = append(errs, field.Required(path, "a node label key, such as topology.kubernetes.io/zone"))
 			continue
 		}
+		for _, msg := range validation.IsQualifiedName(tc.Key) {
+			errs = append(errs, field.Invalid(path, tc.Key, msg))
+		}
+	}
+	return errs
+}
+
+// validatePreferredTopology checks a leaf's preferred levels as the CRD
+// schema does: at most MaxPreferredTopology label keys, each once, none
+// equal to the required key (a level must be narrower than it). Whether
+// the nodes agree with the order is the scheduler's to say.
+func validatePreferredTopology(loc locator, required, preferred []v1alpha1.TopologyConstraint) field.ErrorList {
+	if len(preferred) > v1alpha1.MaxPreferredTopology {
+		return field.ErrorList{field.TooMany(loc.child("preferredTopology"), len(preferred), v1alpha1.MaxPreferredTopology)}
+	}
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, tc := range preferred {
+		entry := loc.at(func(p *field.Path) *field.Path { return p.Child("preferredTopology").Index(i) })
+		path := loc.at(func(p *field.Path) *field.Path { return p.Child("preferredTopology").Index(i).Child("key") })
+		switch {
+		case tc.Key == "":
+			errs = append(errs, field.Required(path, "a node label key, such as topology.phalanx.dev/rack"))
+			continue
+		case seen[tc.Key]:
+			errs = append(errs, field.Duplicate(entry, tc.Key))
+			continue
+		case len(required) > 0 && required[0].Key == tc.Key:
+			errs = append(errs, field.Invalid(path, tc.Key, MsgPreferredIsRequired))
+			continue
+		}
+		seen[tc.Key] = true
 		for _, msg := range validation.IsQualifiedName(tc.Key) {
 			errs = append(errs, field.Invalid(path, tc.Key, msg))
 		}

@@ -34,6 +34,8 @@ const (
 	MsgClaimSourceUnion    = "must specify exactly one of: `resourceClaimName`, `resourceClaimTemplateName`"
 	// MsgMinimum rejects a minCount or minGroupCount below 1.
 	MsgMinimum = "must be greater than or equal to 1"
+	// MsgPreferredIsRequired matches the CRD rule on preferredTopology.
+	MsgPreferredIsRequired = "a preferred topology level cannot be the required key: list only levels narrower than it"
 
 	// Immutability on update, worded as in the CRD's transition rules.
 	MsgPolicyKindImmutable     = "the scheduling policy kind (basic or gang) is immutable"

@@ -24,6 +24,11 @@ func (in *Config) DeepCopyInto(out *Config) {
 		*out = make([]v1alpha1.TopologyConstraint, len(*in))
 		copy(*out, *in)
 	}
+	if in.PreferredTopology != nil {
+		in, out := &in.PreferredTopology, &out.PreferredTopology
+		*out = make([]v1alpha1.TopologyConstraint, len(*in))
+		copy(*out, *in)
+	}
 	if in.ResourceClaims != nil {
 		in, out := &in.ResourceClaims, &out.ResourceClaims
 		*out = make([]v1alpha1.PodGroupResourceClaim, len(*in))
@@ -306,6 +311,11 @@ func (in *WorkloadPodGroupSchedulingConstraints) DeepCopyInto(out *WorkloadPodGr
 	*out = *in
 	if in.Topology != nil {
 		in, out := &in.Topology, &out.Topology
+		*out = make([]v1alpha1.TopologyConstraint, len(*in))
+		copy(*out, *in)
+	}
+	if in.PreferredTopology != nil {
+		in, out := &in.PreferredTopology, &out.PreferredTopology
 		*out = make([]v1alpha1.TopologyConstraint, len(*in))
 		copy(*out, *in)
 	}

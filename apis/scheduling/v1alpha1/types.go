@@ -36,6 +36,11 @@ const (
 	PodGroupSchedulable = "Schedulable"
 	// DisruptionTarget is set when the group's pods are being evicted.
 	DisruptionTarget = "DisruptionTarget"
+	// PodGroupPreferredTopology says, for a group with preferred topology
+	// levels, where its last plan put it: True (reason Preferred) in one
+	// domain of its first level, False (reason FellBack) wider, with the
+	// reason in the message.
+	PodGroupPreferredTopology = "PreferredTopology"
 
 	ReasonWaitingForPods        = "WaitingForPods"
 	ReasonUnschedulable         = "Unschedulable"
@@ -43,6 +48,8 @@ const (
 	ReasonScheduled             = "Scheduled"
 	ReasonSchedulerError        = "SchedulerError"
 	ReasonPreemptionByScheduler = "PreemptionByScheduler"
+	ReasonPreferred             = "Preferred"
+	ReasonFellBack              = "FellBack"
 )
 
 // PreemptionPolicy says whether a group may preempt lower-priority pods.
@@ -67,13 +74,45 @@ type TopologyConstraint struct {
 	Key string `json:"key"`
 }
 
+// MaxPreferredTopology is the most preferred topology levels a group may
+// list.
+const MaxPreferredTopology = 4
+
+// PreferredTopologyAnnotation carries preferred topology levels where an
+// API has no field for them: on upstream's scheduling.k8s.io PodGroups, on
+// scheduler-plugins' scheduling.x-k8s.io PodGroups and on gang Jobs. Its
+// value lists node label keys narrowest first, separated by commas, e.g.
+// "topology.phalanx.dev/rack,topology.phalanx.dev/block", with the same
+// meaning as PodGroupSchedulingConstraints.PreferredTopology.
+const PreferredTopologyAnnotation = "scheduling.phalanx.dev/preferred-topology"
+
 // PodGroupSchedulingConstraints holds the placement constraints of a PodGroup.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.topology) || !has(self.preferredTopology) || self.preferredTopology.all(p, self.topology.all(t, t.key != p.key))",message="a preferred topology level cannot be the required key: list only levels narrower than it",fieldPath=".preferredTopology"
 type PodGroupSchedulingConstraints struct {
-	// Topology holds at most one constraint.
+	// Topology holds at most one constraint. Its key is required: every
+	// pod of the group lands in one domain of it, as upstream's
+	// scheduling.k8s.io field says. It is also the highest level
+	// PreferredTopology may fall back to.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=1
 	Topology []TopologyConstraint `json:"topology,omitempty"`
+	// PreferredTopology is a Phalanx extension: node label keys narrower
+	// than the required one, narrowest first, such as
+	// topology.phalanx.dev/rack then topology.phalanx.dev/block. The group
+	// goes into one domain of the first level when one holds it; else into
+	// the fewest domains of a level that one domain of the next level holds
+	// (the last level's domains inside one domain of the required key, or
+	// anywhere without one). The order is the group's own: a level the
+	// nodes show to be wider than the next keeps the group pending with
+	// reason Invalid, and a level no node carries keeps it pending until
+	// nodes carry it. Nodes lacking one of these labels are not used.
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=4
+	PreferredTopology []TopologyConstraint `json:"preferredTopology,omitempty"`
 }
 
 // CompositePodGroupSchedulingConstraints holds the placement constraints of a

@@ -547,6 +547,11 @@ func (in *PodGroupSchedulingConstraints) DeepCopyInto(out *PodGroupSchedulingCon
 		*out = make([]TopologyConstraint, len(*in))
 		copy(*out, *in)
 	}
+	if in.PreferredTopology != nil {
+		in, out := &in.PreferredTopology, &out.PreferredTopology
+		*out = make([]TopologyConstraint, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

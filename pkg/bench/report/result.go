@@ -122,6 +122,8 @@ type Result struct {
 	// Fragmentation (cases with a topology constraint) is how many racks
 	// could host one more gang of the case's shape after the run.
 	Fragmentation *Fragmentation `json:"fragmentation,omitempty"`
+	// Spread (cases that ask for it) is how many racks each gang used.
+	Spread *Spread `json:"spread,omitempty"`
 	// Preemption (preemption cases) is what happened to the low-priority
 	// gangs; the measured window and group times are the high-priority
 	// gang's.

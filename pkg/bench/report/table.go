@@ -62,6 +62,9 @@ type Summary struct {
 	// Fragmentation is the median run's (by CanHost) rack count; nil when
 	// the case has no topology constraint.
 	Fragmentation *Fragmentation
+	// Spread is the median run's (by MeanDomains); nil unless the case
+	// measures it.
+	Spread *Spread
 	// Preemption is the median run's (by VictimPods) victim accounting,
 	// with PartialGangs the largest over the runs; nil unless a
 	// preemption case.
@@ -85,6 +88,7 @@ func Summarize(results []Result) []Summary {
 	for _, k := range order {
 		s := Summary{Case: k.c, Arm: k.a, Arrival: k.arrival, PlacementOK: true, Bound: -1}
 		var frags []Fragmentation
+		var spreads []Spread
 		var preempts []Preemption
 		var create, writes, load, ready, pps, first, p50, p99, att, mem, sched, harness []float64
 		stops := map[string]bool{}
@@ -112,6 +116,9 @@ func Summarize(results []Result) []Summary {
 			}
 			if r.Fragmentation != nil {
 				frags = append(frags, *r.Fragmentation)
+			}
+			if r.Spread != nil {
+				spreads = append(spreads, *r.Spread)
 			}
 			if r.Preemption != nil {
 				preempts = append(preempts, *r.Preemption)
@@ -151,6 +158,7 @@ func Summarize(results []Result) []Summary {
 			s.Bound = 0
 		}
 		s.Fragmentation = medianFragmentation(frags)
+		s.Spread = medianSpread(spreads)
 		s.Preemption = medianPreemption(preempts)
 		s.ReadySeconds = median(ready)
 		s.CreateSeconds = median(create)
@@ -222,6 +230,9 @@ func WriteTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(w, "gang = its last member bound; pods/s = bound pods ÷ time to the last bind. Medians over runs (pods/s range in brackets). Preemption cases: bound, pods/s and gang times are the high-priority gang's.")
 
 	if err := writePreemption(w, sums); err != nil {
+		return err
+	}
+	if err := writeSpread(w, sums); err != nil {
 		return err
 	}
 	if err := writeFragmentation(w, sums); err != nil {

@@ -221,6 +221,18 @@ func shapeOf(pod *corev1.Pod) placement.Shape {
 	return s
 }
 
+// belowAffinity keeps the preferred levels a self-matching affinity key
+// leaves meaningful. When the key is one of the levels, the pods must share
+// one domain of it, so it becomes the required key and the levels above it
+// go. Otherwise the levels stay, and the planner refuses them if the nodes
+// show them wider than the key.
+func belowAffinity(levels []string, key string) []string {
+	if i := slices.Index(levels, key); i >= 0 {
+		return levels[:i:i]
+	}
+	return levels
+}
+
 // PodKey identifies a pod in a plan by UID: a re-created pod with the same
 // name is a different member and must not inherit the old one's node.
 func PodKey(p *corev1.Pod) string { return string(p.UID) }
@@ -272,6 +284,7 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 			return g
 		}
 		g.MinCount = t.MinCount
+		g.PreferredKeys = t.PreferredKeys
 		shapes := map[string]int{}
 		for _, m := range t.Members {
 			uids[m.Pod.UID] = true
@@ -296,6 +309,7 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 						}
 						if g.TopologyKey == "" {
 							g.TopologyKey = selfAffinityKey(pt, m.Pod, c)
+							g.PreferredKeys = belowAffinity(g.PreferredKeys, g.TopologyKey)
 						}
 					}
 					g.Shapes = append(g.Shapes, shape)

@@ -321,6 +321,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 		p.keys = map[string]string{}
 		collectKeys(tree, p.keys)
 		p.nominated = t.nominate(logger, tree, result.Assignments)
+		t.reportChoices(logger, tree, result.Choices)
 		logger.V(4).Info("Planned group", "group", root, "pods", len(result.Assignments), "domains", result.Domains)
 	}
 	t.mu.Lock()
@@ -416,11 +417,42 @@ func (t *Topology) reportInfeasible(tree *groups.Tree, inf *placement.Infeasible
 	if target == nil {
 		target = tree
 	}
-	cond := groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, inf.Reason)
+	reason := v1alpha1.ReasonUnschedulable
+	if inf.Invalid {
+		// The group's own definition contradicts the nodes: no capacity
+		// will help until one of them changes.
+		reason = v1alpha1.ReasonInvalid
+	}
+	cond := groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, reason, inf.Reason)
 	t.status.Set(target.Key, cond)
 	if target.Key != tree.Key {
 		t.status.Set(tree.Key, cond)
 	}
+}
+
+// reportChoices tells every group with preferred topology levels where
+// the plan put it and, after a fallback, why, in a PreferredTopology
+// condition. Groups without an object (scheduler-plugins', whose API has
+// no conditions) have it in the scheduler's log only.
+func (t *Topology) reportChoices(logger klog.Logger, tree *groups.Tree, choices map[string]placement.Choice) {
+	if len(choices) == 0 {
+		return
+	}
+	var walk func(*groups.Tree)
+	walk = func(tr *groups.Tree) {
+		if c, ok := choices[tr.Key.String()]; ok {
+			logger.V(3).Info("Preferred topology", "group", tr.Key, "preferred", c.Preferred, "choice", c.Message)
+			status, reason := metav1.ConditionTrue, v1alpha1.ReasonPreferred
+			if !c.Preferred {
+				status, reason = metav1.ConditionFalse, v1alpha1.ReasonFellBack
+			}
+			t.status.Set(tr.Key, groupstatus.Condition(v1alpha1.PodGroupPreferredTopology, status, reason, c.Message))
+		}
+		for _, ch := range tr.Children {
+			walk(ch)
+		}
+	}
+	walk(tree)
 }
 
 // Filter keeps a member inside its group's domains, as PreFilter found them
