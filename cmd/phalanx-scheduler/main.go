@@ -1,6 +1,7 @@
 // Command phalanx-scheduler is kube-scheduler with the Phalanx plugins
 // compiled in. It takes every kube-scheduler flag; enable the plugins in the
-// --config profile (see config/).
+// --config profile (see config/). It also serves /debug/phalanx on
+// --phalanx-port for kubectl phalanx (pkg/schedulercmd).
 package main
 
 import (
@@ -11,9 +12,9 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/phalanx-sched/phalanx/pkg/plugins"
+	"github.com/phalanx-sched/phalanx/pkg/schedulercmd"
 )
 
 func main() {
@@ -21,7 +22,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	command := app.NewSchedulerCommand(plugins.Registry()...)
-	command.Use = "phalanx-scheduler"
-	os.Exit(cli.Run(command))
+	os.Exit(cli.Run(schedulercmd.NewCommand(plugins.Registry()...)))
 }

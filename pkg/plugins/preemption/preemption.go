@@ -180,7 +180,7 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.AsStatus(fmt.Errorf("search victims for %s: %w", root.Key, err))
 	}
 	result, byKey := search.Result, search.Pods
-	logger.V(4).Info("Searched victims", "group", root.Key, "candidates", search.Candidates, "duration", time.Since(start))
+	logger.V(4).Info("Searched victims", "group", root.Key, "candidates", len(search.Candidates), "duration", time.Since(start))
 	if len(result.Victims) == 0 {
 		// The whole group fits without evicting anyone: this member failed
 		// for another reason (a stale plan, another plugin's Filter), which
@@ -216,10 +216,10 @@ var ErrNoCandidates = errors.New("no lower-priority pods to preempt")
 // Searched is the outcome of Search.
 type Searched struct {
 	Result *placement.Preemption
-	// Pods are the candidate victims by placement key (PodKey).
-	Pods map[string]*corev1.Pod
-	// Candidates counts the pods the search could evict.
-	Candidates int
+	// Pods are the candidate victims by placement key (PodKey), and
+	// Candidates the search's view of them (priority, unit, PDB).
+	Pods       map[string]*corev1.Pod
+	Candidates map[string]placement.Victim
 }
 
 // Search is PostFilter's victim search for the hierarchy tree at priority
@@ -247,7 +247,11 @@ func (p *Preemption) Search(ctx context.Context, h fwk.Handle, pr *probe.Prober,
 	if err != nil {
 		return nil, err
 	}
-	return &Searched{Result: result, Pods: byKey, Candidates: len(victims)}, nil
+	cands := make(map[string]placement.Victim, len(victims))
+	for _, v := range victims {
+		cands[v.Key] = v
+	}
+	return &Searched{Result: result, Pods: byKey, Candidates: cands}, nil
 }
 
 // mostMembers searches victims for as many pending members as eviction can
