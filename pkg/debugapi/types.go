@@ -54,6 +54,10 @@ const (
 	StageScheduled = "Scheduled"
 )
 
+// APIVersion is the apiVersion of every answer, so that kubectl's
+// printers (-o json, yaml, jsonpath, go-template) take them.
+const APIVersion = "debug.phalanx.dev/v1alpha1"
+
 // Answer says who answered and when. Every response carries it.
 type Answer struct {
 	// Scheduler identifies the replica: its leader-election identity, or
@@ -119,14 +123,16 @@ type Member struct {
 
 // GroupList is GroupsPath's answer.
 type GroupList struct {
-	Answer `json:",inline"`
-	Groups []Group `json:"groups"`
+	metav1.TypeMeta `json:",inline"`
+	Answer          `json:",inline"`
+	Groups          []Group `json:"groups"`
 }
 
 // ExplanationList is ExplainPath's answer: one explanation per hierarchy
 // the object asked about belongs to (a Workload may have several).
 type ExplanationList struct {
-	Answer `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	Answer          `json:",inline"`
 	// Target is what was asked about, e.g. "Pod team-a/w-0".
 	Target string        `json:"target"`
 	Items  []Explanation `json:"items"`
@@ -305,8 +311,9 @@ type FitRequest struct {
 
 // FitAnswer is FitPath's answer.
 type FitAnswer struct {
-	Answer `json:",inline"`
-	Root   GroupRef `json:"root"`
+	metav1.TypeMeta `json:",inline"`
+	Answer          `json:",inline"`
+	Root            GroupRef `json:"root"`
 	// Verdict is Fits, FitsWithPreemption, DoesNotFit or Blocked.
 	Verdict    string       `json:"verdict"`
 	Message    string       `json:"message"`
@@ -325,8 +332,9 @@ const (
 // Top is TopPath's answer: every hierarchy by stage, and the cluster's
 // room per topology domain.
 type Top struct {
-	Answer `json:",inline"`
-	Groups []TopGroup `json:"groups"`
+	metav1.TypeMeta `json:",inline"`
+	Answer          `json:",inline"`
+	Groups          []TopGroup `json:"groups"`
 	// Keys are the node label keys of Domains.
 	Keys    []string         `json:"keys"`
 	Domains []DomainCapacity `json:"domains"`

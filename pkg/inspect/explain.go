@@ -92,7 +92,7 @@ func (in *Inspector) Explain(ctx context.Context, kind, namespace, name string) 
 	if err != nil {
 		return nil, err
 	}
-	out := &debugapi.ExplanationList{Answer: in.answer(len(infos))}
+	out := &debugapi.ExplanationList{TypeMeta: typeMeta("ExplanationList"), Answer: in.answer(len(infos))}
 	var keys []groups.Key
 	var hint *corev1.Pod
 	switch t.kind {
@@ -160,6 +160,10 @@ func (in *Inspector) Explain(ctx context.Context, kind, namespace, name string) 
 		out.Profile = out.Items[0].Profile
 	}
 	return out, nil
+}
+
+func typeMeta(kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: debugapi.APIVersion, Kind: kind}
 }
 
 func (in *Inspector) answer(nodes int) debugapi.Answer {
@@ -263,53 +267,46 @@ func (in *Inspector) explainKey(ctx context.Context, k groups.Key, infos []fwk.N
 		return nil
 	}
 
-	// The checks run in the order a member meets them: validity, then
-	// PreEnqueue's count of members, then Permit and binding, preemption,
-	// and the plan.
-	if msg := invalid(tree); msg != "" {
-		e.Stage, e.Message, e.Since = debugapi.StageInvalid, msg, since(v1alpha1.ReasonInvalid)
-		return e, nil
+	f := facts{unit: unit(tree), pending: pending, min: rootState.Min, bound: rootState.Bound}
+	f.invalid = invalid(tree)
+	if f.invalid == "" && first != nil {
+		f.invalid = gang.Disagreement(first, all, tree.Info, in.fed.PriorityClasses)
 	}
-	if first != nil {
-		if msg := gang.Disagreement(first, all, tree.Info, in.fed.PriorityClasses); msg != "" {
-			e.Stage, e.Message, e.Since = debugapi.StageInvalid, msg, since(v1alpha1.ReasonInvalid)
-			return e, nil
-		}
+	f.boundOK, _, _ = in.fed.Satisfied(root, groups.ByBound)
+	var have, need int
+	f.existingOK, have, need = in.fed.Satisfied(root, groups.ByExisting)
+	if !f.existingOK {
+		f.waiting = waitingMessage(in.fed.Cache, tree, have, need)
 	}
-	if ok, _, _ := in.fed.Satisfied(root, groups.ByBound); ok {
-		e.Stage, e.Since = debugapi.StageScheduled, since(v1alpha1.ReasonScheduled)
-		e.Message = fmt.Sprintf("the group's minimum is bound: %d/%d %s", rootState.Bound, rootState.Min, unit(tree))
-		if pending == 0 {
-			return e, nil
-		}
-		e.Message += fmt.Sprintf("; %d more members pending", pending)
-	} else if ok, have, need := in.fed.Satisfied(root, groups.ByExisting); !ok {
-		e.Stage, e.Since = debugapi.StageWaitingForPods, since(v1alpha1.ReasonWaitingForPods)
-		e.Message = waitingMessage(in.fed.Cache, tree, have, need)
+	f.inPermit = in.waitingInPermit(p, tree)
+	_, f.placed, f.placedNeed = in.fed.Satisfied(root, groups.ByPlaced)
+	f.assumed = countState(tree, groups.Assumed)
+	if ev := e.Preemption; ev != nil {
+		f.evicted, f.evictionLeft = len(ev.Victims), len(ev.Left)
+	}
+	var plan bool
+	e.Stage, e.Message, plan = classify(f)
+	switch e.Stage {
+	case debugapi.StageInvalid:
+		e.Since = since(v1alpha1.ReasonInvalid)
+	case debugapi.StageScheduled:
+		// The condition turns True once: its transition is when.
+		e.Since = since(v1alpha1.ReasonScheduled)
+	case debugapi.StageWaitingForPods:
+		e.Since = since(v1alpha1.ReasonWaitingForPods)
 		if e.Since == nil {
 			e.Since = rootState.Created
 		}
-		return e, nil
-	} else if waiting := in.waitingInPermit(p, tree); waiting > 0 {
-		e.Stage = debugapi.StageWaitingInPermit
-		_, placed, need := in.fed.Satisfied(root, groups.ByPlaced)
-		e.Message = fmt.Sprintf("%d members reserved and waiting in Permit for the rest of the gang: %d/%d %s placed", waiting, placed, need, unit(tree))
+	case debugapi.StageWaitingInPermit:
 		if p.gang != nil {
 			if t, ok := p.gang.PermitSince(root); ok {
 				e.Since = timeOf(t)
 			}
 		}
-		return e, nil
-	} else if assumed := countState(tree, groups.Assumed); assumed > 0 {
-		e.Stage = debugapi.StageBinding
-		e.Message = fmt.Sprintf("the gang passed Permit: %d members being bound", assumed)
-		return e, nil
-	} else if e.Preemption != nil && len(e.Preemption.Left) > 0 {
-		e.Stage, e.Since = debugapi.StagePreempting, &e.Preemption.At
-		e.Message = fmt.Sprintf("preempted %d pods for the group; waiting for %d of them to terminate", len(e.Preemption.Victims), len(e.Preemption.Left))
-		return e, nil
+	case debugapi.StagePreempting:
+		e.Since = &e.Preemption.At
 	}
-	if pending == 0 {
+	if !plan {
 		return e, nil
 	}
 	a, err := in.assess(ctx, p, tree, first, infos)
@@ -317,30 +314,87 @@ func (in *Inspector) explainKey(ctx context.Context, k groups.Key, infos []fwk.N
 		return nil, err
 	}
 	e.Assessment = a
-	if e.Stage == debugapi.StageScheduled {
-		return e, nil
-	}
-	switch {
-	case a.Blocked != "":
-		e.Stage, e.Message, e.Since = debugapi.StageInfeasible, a.Blocked, since(v1alpha1.ReasonUnschedulable)
-	case a.Fits:
-		e.Stage, e.Since = debugapi.StageQueued, pendingSince(tree)
-		e.Message = "fits now: the scheduler places it on its next attempt"
-	default:
-		e.Stage, e.Since = debugapi.StageInfeasible, since(v1alpha1.ReasonUnschedulable)
-		if e.Since == nil {
-			e.Since = pendingSince(tree)
-		}
-		e.Message = a.Infeasible.Reason
-		if pr := a.Preemption; pr != nil {
-			if pr.Possible {
-				e.Message += fmt.Sprintf("; preempting %d pods would make it fit, which the scheduler does on its next attempt", len(pr.Victims))
-			} else if pr.Reason != "" {
-				e.Message += "; no preemption: " + pr.Reason
-			}
+	if e.Stage == "" {
+		e.Stage, e.Message = assessed(a)
+		// A group condition keeps its transition time while only its
+		// reason changes (waiting for pods, then unschedulable), so the
+		// pending members' own PodScheduled=False is the better clock.
+		if e.Since = pendingSince(tree); e.Since == nil {
+			e.Since = since(v1alpha1.ReasonUnschedulable)
 		}
 	}
 	return e, nil
+}
+
+// facts decide a hierarchy's stage. They are gathered from the group
+// cache and the plugins; classify is kept apart so that every stage,
+// including the short-lived ones, is tested.
+type facts struct {
+	unit string // "pods" or "child groups"
+	// invalid: a definition the scheduler refuses, or members that
+	// disagree with their group.
+	invalid string
+	// boundOK: the minimum is bound; existingOK: enough members exist,
+	// else waiting says what is short.
+	boundOK, existingOK bool
+	waiting             string
+	min, bound          int
+	// inPermit members wait in Permit; placed of placedNeed are reserved
+	// or bound; assumed are reserved (in Permit or binding).
+	inPermit, placed, placedNeed, assumed int
+	// evicted victims of the last preemption, evictionLeft of them still
+	// there.
+	evicted, evictionLeft int
+	pending               int
+}
+
+// classify is the stage a hierarchy is at, in the order its members meet
+// the scheduler's checks: validity, PreEnqueue's count, Permit, binding,
+// preemption, then the plan. plan says an assessment is due: for a
+// hierarchy still to be placed (stage "" until the assessment decides) or
+// a scheduled one whose extra members wait.
+func classify(f facts) (stage, msg string, plan bool) {
+	switch {
+	case f.invalid != "":
+		return debugapi.StageInvalid, f.invalid, false
+	case f.boundOK:
+		msg = fmt.Sprintf("the group's minimum is bound: %d/%d %s", f.bound, f.min, f.unit)
+		if f.pending > 0 {
+			msg += fmt.Sprintf("; %d more members pending", f.pending)
+		}
+		return debugapi.StageScheduled, msg, f.pending > 0
+	case !f.existingOK:
+		return debugapi.StageWaitingForPods, f.waiting, false
+	case f.inPermit > 0:
+		return debugapi.StageWaitingInPermit, fmt.Sprintf("%d members reserved and waiting in Permit for the rest of the gang: %d/%d %s placed", f.inPermit, f.placed, f.placedNeed, f.unit), false
+	case f.assumed > 0:
+		return debugapi.StageBinding, fmt.Sprintf("the gang passed Permit: %d members being bound", f.assumed), false
+	case f.evictionLeft > 0:
+		return debugapi.StagePreempting, fmt.Sprintf("preempted %d pods for the group; waiting for %d of them to terminate", f.evicted, f.evictionLeft), false
+	case f.pending == 0:
+		return debugapi.StageScheduled, "no member is pending", false
+	}
+	return "", "", true
+}
+
+// assessed is the stage of a hierarchy to be placed, by what the planner
+// and the victim search make of it.
+func assessed(a *debugapi.Assessment) (stage, msg string) {
+	switch {
+	case a.Blocked != "":
+		return debugapi.StageInfeasible, a.Blocked
+	case a.Fits:
+		return debugapi.StageQueued, "fits now: the scheduler places it on its next attempt"
+	}
+	msg = a.Infeasible.Reason
+	if pr := a.Preemption; pr != nil {
+		if pr.Possible {
+			msg += fmt.Sprintf("; preempting %d pods would make it fit, which the scheduler does on its next attempt", len(pr.Victims))
+		} else if pr.Reason != "" {
+			msg += "; no preemption: " + pr.Reason
+		}
+	}
+	return debugapi.StageInfeasible, msg
 }
 
 // invalid is the first group of the hierarchy whose definition cannot be

@@ -190,7 +190,7 @@ func (in *Inspector) Fit(ctx context.Context, req *debugapi.FitRequest) (*debuga
 	if err != nil {
 		return nil, err
 	}
-	out := &debugapi.FitAnswer{Answer: in.answer(len(infos)), Root: ref(rootKey)}
+	out := &debugapi.FitAnswer{TypeMeta: typeMeta("FitAnswer"), Answer: in.answer(len(infos)), Root: ref(rootKey)}
 	out.Profile = p.name
 	var walk func(*groups.Tree)
 	walk = func(t *groups.Tree) {

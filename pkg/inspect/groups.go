@@ -37,7 +37,7 @@ func groupOf(e groups.Entry) debugapi.Group {
 
 // Groups is the group cache as it stands: every group, without members.
 func (in *Inspector) Groups(context.Context) *debugapi.GroupList {
-	out := &debugapi.GroupList{Answer: in.answer(0), Groups: []debugapi.Group{}}
+	out := &debugapi.GroupList{TypeMeta: typeMeta("GroupList"), Answer: in.answer(0), Groups: []debugapi.Group{}}
 	for _, e := range in.fed.Entries() {
 		out.Groups = append(out.Groups, groupOf(e))
 	}
@@ -46,7 +46,7 @@ func (in *Inspector) Groups(context.Context) *debugapi.GroupList {
 
 // Group is every group called namespace/name, in any API, with members.
 func (in *Inspector) Group(_ context.Context, namespace, name string) (*debugapi.GroupList, error) {
-	out := &debugapi.GroupList{Answer: in.answer(0), Groups: []debugapi.Group{}}
+	out := &debugapi.GroupList{TypeMeta: typeMeta("GroupList"), Answer: in.answer(0), Groups: []debugapi.Group{}}
 	for _, k := range in.fed.Find(namespace, name, nil) {
 		if e, ok := in.fed.Entry(k); ok {
 			out.Groups = append(out.Groups, groupOf(e))

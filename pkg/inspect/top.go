@@ -30,7 +30,7 @@ func (in *Inspector) Top(ctx context.Context, keys []string) (*debugapi.Top, err
 	if err != nil {
 		return nil, err
 	}
-	out := &debugapi.Top{Answer: in.answer(len(infos)), Groups: []debugapi.TopGroup{}, Domains: []debugapi.DomainCapacity{}}
+	out := &debugapi.Top{TypeMeta: typeMeta("Top"), Answer: in.answer(len(infos)), Groups: []debugapi.TopGroup{}, Domains: []debugapi.DomainCapacity{}}
 	waiting := map[string]bool{}
 	for _, name := range in.names {
 		in.profiles[name].real.IterateOverWaitingPods(func(wp fwk.WaitingPod) { waiting[string(wp.GetPod().UID)] = true })
