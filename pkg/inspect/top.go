@@ -12,6 +12,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
@@ -110,8 +111,16 @@ func (in *Inspector) topGroup(tree *groups.Tree, waiting map[string]bool) debuga
 		return nil
 	}
 	p, _ := in.profileFor(schedulerName)
+	msg := invalid(tree)
+	if first := firstPending(tree); msg == "" && first != nil {
+		var all []*corev1.Pod
+		for _, l := range leaves(tree) {
+			all = append(all, live(l)...)
+		}
+		msg = gang.Disagreement(first, all, tree.Info, in.fed.PriorityClasses)
+	}
 	switch {
-	case invalid(tree) != "":
+	case msg != "":
 		g.Stage, g.Since = debugapi.StageInvalid, since("Invalid")
 	case satisfied(in.fed.Cache, tree.Key, groups.ByBound):
 		g.Stage, g.Since = debugapi.StageScheduled, since("Scheduled")
