@@ -222,7 +222,10 @@ type Assessment struct {
 	Placement *Placement `json:"placement,omitempty"`
 	// Infeasible is the planner's verdict when it does not.
 	Infeasible *Infeasible `json:"infeasible,omitempty"`
-	// Preemption is the victim search's answer when it does not fit.
+	// Preemption is the victim search's answer when it does not fit, or,
+	// when its minimum fits but members beyond it do not, the search
+	// those members' own attempts then make (Fits stays true; its
+	// Placement is then the whole hierarchy's).
 	Preemption *Preemption `json:"preemption,omitempty"`
 	// Blocked is set when a check before planning stops the hierarchy:
 	// fewer members than the minimum, members that disagree, a gang
@@ -314,7 +317,8 @@ type FitAnswer struct {
 	metav1.TypeMeta `json:",inline"`
 	Answer          `json:",inline"`
 	Root            GroupRef `json:"root"`
-	// Verdict is Fits, FitsWithPreemption, DoesNotFit or Blocked.
+	// Verdict is Fits, FitsWithPreemption (also when only the members
+	// beyond the minimum evict), DoesNotFit or Blocked.
 	Verdict    string       `json:"verdict"`
 	Message    string       `json:"message"`
 	Groups     []GroupState `json:"groups"`

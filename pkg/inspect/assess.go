@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -116,7 +118,13 @@ func (in *Inspector) assess(ctx context.Context, p *profile, tree *groups.Tree, 
 	case err == nil:
 		a.Fits = true
 		a.Placement = placementOf(plan, tree)
-		return a, nil
+		if len(plan.Unplaced) > 0 && gangs(tree) {
+			// The members beyond the minimum that the plan leaves out
+			// fail their own attempt once the others are placed, and
+			// PostFilter then preempts for them too.
+			a.Preemption, err = in.surplus(ctx, p, tree, ref, infos, plan)
+		}
+		return a, err
 	case errors.As(err, &inf):
 		a.Infeasible = infeasible(inf)
 	default:
@@ -124,6 +132,75 @@ func (in *Inspector) assess(ctx context.Context, p *profile, tree *groups.Tree, 
 	}
 	a.Preemption, err = in.preempt(ctx, p, tree, ref, infos)
 	return a, err
+}
+
+// gangs reports whether the hierarchy has a gang anywhere: best-effort
+// groups are preempted for pod by pod, which fit does not model.
+func gangs(t *groups.Tree) bool {
+	if t.Gang {
+		return true
+	}
+	for _, ch := range t.Children {
+		if gangs(ch) {
+			return true
+		}
+	}
+	return false
+}
+
+// surplus is the victim search the members a feasible plan leaves out
+// meet: the plan's members placed (bound on their planned nodes), the
+// others pending. Its placement is the whole hierarchy's.
+func (in *Inspector) surplus(ctx context.Context, p *profile, tree *groups.Tree, first *corev1.Pod, infos []fwk.NodeInfo, plan *placement.Plan) (*debugapi.Preemption, error) {
+	placed := map[string][]*corev1.Pod{}
+	var mark func(*groups.Tree) *groups.Tree
+	mark = func(t *groups.Tree) *groups.Tree {
+		c := *t
+		c.Members = slices.Clone(t.Members)
+		for i := range c.Members {
+			m := &c.Members[i]
+			if node, ok := plan.Assignments[topology.PodKey(m.Pod)]; ok && m.State == groups.Pending {
+				m.State, m.Node = groups.Bound, node
+				placed[node] = append(placed[node], m.Pod)
+			}
+		}
+		c.Children = nil
+		for _, ch := range t.Children {
+			c.Children = append(c.Children, mark(ch))
+		}
+		return &c
+	}
+	after := mark(tree)
+	nodes := make([]fwk.NodeInfo, 0, len(infos))
+	for _, ni := range infos {
+		if ni.Node() == nil || len(placed[ni.Node().Name]) == 0 {
+			nodes = append(nodes, ni)
+			continue
+		}
+		c := ni.Snapshot()
+		for _, pod := range placed[ni.Node().Name] {
+			pod = pod.DeepCopy()
+			pod.Spec.NodeName = ni.Node().Name
+			pi, err := framework.NewPodInfo(pod)
+			if err != nil {
+				return nil, err
+			}
+			c.AddPodInfo(pi)
+		}
+		nodes = append(nodes, c)
+	}
+	pr, err := in.preempt(ctx, p, after, first, nodes)
+	if err != nil || pr == nil || !pr.Possible {
+		// Nothing to evict for them: they wait, and the plan stands.
+		return nil, err
+	}
+	whole := placementOf(plan, tree)
+	for pod, node := range pr.Placement.Pods {
+		whole.Pods[pod] = node
+	}
+	whole.Unplaced = slices.DeleteFunc(whole.Unplaced, func(pod string) bool { _, ok := pr.Placement.Pods[pod]; return ok })
+	pr.Placement = whole
+	return pr, nil
 }
 
 // preempt is the preemption plugin's answer for a hierarchy that does not

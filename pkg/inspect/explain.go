@@ -383,6 +383,8 @@ func assessed(a *debugapi.Assessment) (stage, msg string) {
 	switch {
 	case a.Blocked != "":
 		return debugapi.StageInfeasible, a.Blocked
+	case a.Fits && a.Preemption != nil && a.Preemption.Possible:
+		return debugapi.StageQueued, fmt.Sprintf("fits now: the scheduler places it on its next attempt, and the members beyond its minimum then preempt %d pods", len(a.Preemption.Victims))
 	case a.Fits:
 		return debugapi.StageQueued, "fits now: the scheduler places it on its next attempt"
 	}

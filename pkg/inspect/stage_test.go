@@ -54,6 +54,9 @@ func TestAssessedStages(t *testing.T) {
 	assert.Equal(t, debugapi.StageQueued, stage)
 	assert.Equal(t, "fits now: the scheduler places it on its next attempt", msg)
 
+	_, msg = assessed(&debugapi.Assessment{Fits: true, Preemption: &debugapi.Preemption{Possible: true, Victims: make([]debugapi.Victim, 1)}})
+	assert.Equal(t, "fits now: the scheduler places it on its next attempt, and the members beyond its minimum then preempt 1 pods", msg)
+
 	stage, msg = assessed(&debugapi.Assessment{Blocked: "needs 8 pods of 4 cpu"})
 	assert.Equal(t, debugapi.StageInfeasible, stage)
 	assert.Equal(t, "needs 8 pods of 4 cpu", msg)
