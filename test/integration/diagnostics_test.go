@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -225,6 +226,23 @@ func TestKubectlPhalanxExplainsEachStage(t *testing.T) {
 		t.Logf("kubectl phalanx top:\n%s", human)
 	})
 
+	t.Run("kubectl get shows policy, min, present, bound, status and age", func(t *testing.T) {
+		cols := groupTables(t, c, ns)
+		t.Logf("kubectl get columns: %v", cols)
+		assert.Equal(t, []string{"Name", "Gang Min", "Present", "Bound", "Running", "Status", "Topology", "Parent", "Age"}, cols["podgroups"][0])
+		reason := ""
+		if cond := groupCondition(t, c, ns, "huge", "Schedulable"); cond != nil {
+			reason = cond.Reason
+		}
+		assert.NotEmpty(t, reason)
+		assert.Equal(t, []string{"huge", "5", "7", "3", "2", reason, sandbox.RackLabel, "", "x"}, cols["podgroups"][1])
+		assert.Equal(t, []string{"loose", "", "", "", "", "", "", "job", "x"}, cols["podgroups"][2], "a basic group has no gang minimum")
+		assert.Equal(t, []string{"Name", "Gang Min", "Status", "Topology", "Parent", "Age"}, cols["compositepodgroups"][0])
+		assert.Equal(t, []string{"job", "2", "", "", "", "x"}, cols["compositepodgroups"][1])
+		assert.Equal(t, []string{"Name", "Groups", "Age"}, cols["workloads"][0])
+		assert.Equal(t, []string{"w", "Created", "x"}, cols["workloads"][1])
+	})
+
 	t.Run("callers need the ClusterRole phalanx-diagnostics", func(t *testing.T) {
 		ep := c.Scheduler().Diagnostics()
 		caFile := filepath.Join(t.TempDir(), "scheduler-ca.pem")
@@ -260,4 +278,66 @@ func TestKubectlPhalanxExplainsEachStage(t *testing.T) {
 			return err == nil && strings.Contains(out, "Stage:  WaitingForPods"), nil
 		})
 	})
+}
+
+// groupTables fetches the server-side tables kubectl get prints for each
+// Phalanx kind, after giving the groups of ns the status phalanx-controller
+// and the scheduler write. Rows are cells as kubectl prints them, "" for
+// none and "x" for an age.
+func groupTables(t *testing.T, c *sandbox.Cluster, ns string) map[string][][]string {
+	t.Helper()
+	ctx := context.Background()
+	cs := c.Phalanx.SchedulingV1alpha1()
+	huge, err := cs.PodGroups(ns).Get(ctx, "huge", metav1.GetOptions{})
+	require.NoError(t, err)
+	huge.Status.Members, huge.Status.Scheduled, huge.Status.Running = 7, 3, 2
+	_, err = cs.PodGroups(ns).UpdateStatus(ctx, huge, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = cs.CompositePodGroups(ns).Create(ctx, composite("job", 2), metav1.CreateOptions{})
+	require.NoError(t, err)
+	loose := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "loose"}, Spec: v1alpha1.PodGroupSpec{
+		ParentCompositePodGroupName: ptr.To("job"), SchedulingPolicy: v1alpha1.PodGroupSchedulingPolicy{Basic: &v1alpha1.BasicSchedulingPolicy{}}}}
+	_, err = cs.PodGroups(ns).Create(ctx, loose, metav1.CreateOptions{})
+	require.NoError(t, err)
+	w, err := cs.Workloads(ns).Create(ctx, workload("w", func(*v1alpha1.WorkloadSpec) {}), metav1.CreateOptions{})
+	require.NoError(t, err)
+	w.Status.Conditions = []metav1.Condition{{Type: "GroupsCreated", Status: metav1.ConditionTrue, Reason: "Created", Message: "made", LastTransitionTime: metav1.Now()}}
+	_, err = cs.Workloads(ns).UpdateStatus(ctx, w, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	out := map[string][][]string{}
+	for _, resource := range []string{"podgroups", "compositepodgroups", "workloads"} {
+		raw, err := c.Client.Discovery().RESTClient().Get().
+			AbsPath("/apis/scheduling.phalanx.dev/v1alpha1/namespaces", ns, resource).
+			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+		require.NoError(t, err)
+		var table metav1.Table
+		require.NoError(t, json.Unmarshal(raw, &table))
+		var header []string
+		for _, col := range table.ColumnDefinitions {
+			header = append(header, col.Name)
+		}
+		rows := [][]string{header}
+		names := map[string]bool{"huge": true, "loose": true, "job": true, "w": true}
+		for _, r := range table.Rows {
+			if name, _ := r.Cells[0].(string); !names[name] {
+				continue
+			}
+			var cells []string
+			for i, cell := range r.Cells {
+				switch {
+				case table.ColumnDefinitions[i].Name == "Age":
+					cells = append(cells, "x")
+				case cell == nil:
+					cells = append(cells, "")
+				default:
+					cells = append(cells, fmt.Sprint(cell))
+				}
+			}
+			rows = append(rows, cells)
+		}
+		sort.Slice(rows[1:], func(i, j int) bool { return rows[1+i][0] < rows[1+j][0] })
+		out[resource] = rows
+	}
+	return out
 }
