@@ -383,7 +383,15 @@ func observeFitCase(t *testing.T, c *sandbox.Cluster, fc *fitCase, ns string) fi
 		}
 		return false, nil
 	})
-	require.NoError(t, err, "seed %d: the scheduler settled the hierarchy (bound %v, evicted %v)", fc.seed, out.nodes, out.victims)
+	if err != nil {
+		// Not settled: say what explain says, and count it against fit.
+		expl, _, _ := kubectlPhalanx(t, c, "", "explain", "podgroup", fc.root, "-n", ns)
+		if fc.root == "job" {
+			expl, _, _ = kubectlPhalanx(t, c, "", "explain", "compositepodgroup", fc.root, "-n", ns)
+		}
+		t.Logf("seed %d: the scheduler did not settle the hierarchy in 90s (bound %v, evicted %v); kubectl phalanx explain:\n%s", fc.seed, out.nodes, out.victims, expl)
+		out.verdict = "Unsettled"
+	}
 	if out.verdict == debugapi.VerdictDoesNotFit {
 		out.nodes = map[string]string{}
 	}
