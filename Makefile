@@ -70,9 +70,12 @@ fuzz:
 
 test: test-unit fuzz test-integration
 
-# The randomized invariant runner with 200 seeds (make test runs 20).
+# The randomized invariant runner with 200 seeds, and kubectl phalanx
+# fit against the scheduler's real outcome over 250 cases (make test runs
+# 20 of each).
 soak:
 	PHALANX_RANDOM_SEEDS=200 $(GO) test -count=1 -timeout 90m -run TestRandomizedInvariants -v ./test/integration/ | grep -E '^(---|===|PASS|FAIL|ok)|seeds run'
+	PHALANX_FIT_CASES=250 $(GO) test -count=1 -timeout 120m -run TestFitAgreesWithScheduler -v ./test/integration/ | grep -E '^(---|===|PASS|FAIL|ok)|fit agreement|seed [0-9]+:'
 
 # The demo: every built-in scenario (tfjob, deadlock, balloons, multilevel)
 # on an in-process sandbox, with PASS/FAIL per expectation and an HTML
@@ -80,6 +83,7 @@ soak:
 # GPU nodes in 2 zones × 4 racks, and the Phalanx scheduler, in one process.
 run:
 	$(GO) build -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
+	$(GO) build -o $(BIN)/kubectl-phalanx ./cmd/kubectl-phalanx
 	$(BIN)/phalanx-sim run --report .phalanx/report.html all
 	@echo "The report, a picture of the cluster after every step: .phalanx/report.html"
 	@echo

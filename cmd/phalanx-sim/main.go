@@ -84,6 +84,7 @@ func up(args []string) error {
 		AlsoDefaultScheduler: true,
 		NodeAgent:            true,
 		Controllers:          true,
+		Diagnostics:          true,
 	})
 	if err != nil {
 		return err
@@ -95,11 +96,25 @@ func up(args []string) error {
   kubectl get nodes -L topology.kubernetes.io/zone,topology.phalanx.dev/rack
   kubectl apply -f manifests/samples/
 
+kubectl phalanx asks the scheduler (diagnostics at %s; the kubeconfig says where):
+
+  export PATH=$PWD/bin:$PATH           # kubectl finds bin/kubectl-phalanx (make run builds it)
+  kubectl phalanx fit -f manifests/samples/rack-gang.yaml
+  kubectl phalanx explain podgroup trainer
+  kubectl phalanx top
+
 Press Ctrl-C to stop.
-`, time.Since(start).Seconds(), topo.Size(), *kubeconfig)
+`, time.Since(start).Seconds(), topo.Size(), *kubeconfig, diagnosticsAddress(cluster))
 	<-ctx.Done()
 	fmt.Println("\nStopping sandbox...")
 	return nil
+}
+
+func diagnosticsAddress(c *sandbox.Cluster) string {
+	if s := c.Scheduler(); s != nil && s.Diagnostics() != nil {
+		return s.Diagnostics().Server
+	}
+	return "-"
 }
 
 // quietLogs keeps the control plane's own logging out of the user's way
