@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -340,4 +341,80 @@ func groupTables(t *testing.T, c *sandbox.Cluster, ns string) map[string][][]str
 		out[resource] = rows
 	}
 	return out
+}
+
+// TestDiagnosticsPortOfTheBinary runs two phalanx-scheduler processes as
+// the Deployment does, with the overlay's RBAC: each serves /debug/phalanx
+// on --phalanx-port; the leader answers kubectl phalanx for a caller bound
+// to phalanx-diagnostics, the standby points at the leader, and a caller
+// without the role is refused.
+func TestDiagnosticsPortOfTheBinary(t *testing.T) {
+	bin := buildBinary(t, "phalanx-scheduler")
+	c := startCluster(t, sandbox.Options{NodeAgent: true})
+	ctx := context.Background()
+	addNodes(t, c, "n", 4, "4", 0)
+	objs := applyRBAC(t, c, "manifests/overlays/second-scheduler")
+	_, kubeconfig := serviceAccountConfig(t, c, systemNamespace, schedulerSA)
+	path := processSchedulerConfig(t, renderedSchedulerConfig(t, objs), kubeconfig, nil)
+	type replica struct {
+		*schedulerProcess
+		diag string
+	}
+	var replicas []replica
+	for _, name := range []string{"scheduler-a", "scheduler-b"} {
+		port := freePort(t)
+		replicas = append(replicas, replica{startSchedulerProcess(t, name, bin, path, kubeconfig, "--phalanx-port="+strconv.Itoa(port)), fmt.Sprintf("https://127.0.0.1:%d", port)})
+	}
+
+	ns := namespace(t, c)
+	for _, name := range []string{"alice", "bob"} {
+		_, err := c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-phalanx-diagnostics"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "phalanx-diagnostics"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "alice", Namespace: ns}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, alice := serviceAccountConfig(t, c, ns, "alice")
+	_, bob := serviceAccountConfig(t, c, ns, "bob")
+	scheduleGang(t, c, ns, "g", "phalanx-scheduler", 3)
+
+	ask := func(who string, r replica, args ...string) (string, string, error) {
+		return kubectlPhalanx(t, c, who, append(args, "-n", ns, "--scheduler-url", r.diag, "--scheduler-insecure-skip-tls-verify")...)
+	}
+	var leader, standby replica
+	eventually(t, 60*time.Second, "one replica answering, the other pointing at it", func() (bool, error) {
+		leader, standby = replica{}, replica{}
+		for _, r := range replicas {
+			out, errOut, err := ask(alice, r, "explain", "podgroup", "g")
+			switch {
+			case err == nil && strings.Contains(out, "Stage:  Scheduled"):
+				leader = r
+			case err != nil && strings.Contains(errOut, "is not the leading replica"):
+				standby = r
+			}
+		}
+		return leader.process != nil && standby.process != nil, nil
+	})
+	t.Logf("%s leads; %s stands by", leader.name, standby.name)
+	_, errOut, err := ask(alice, standby, "top")
+	require.Error(t, err)
+	holder, err := leaseHolder(c, schedulerLease)
+	require.NoError(t, err)
+	assert.Contains(t, errOut, fmt.Sprintf("%q is: ask it", holder), "the standby names the leader")
+
+	out, errOut, err := ask(alice, leader, "top", "-o", "json")
+	require.NoError(t, err, errOut)
+	var top debugapi.Top
+	require.NoError(t, json.Unmarshal([]byte(out), &top))
+	assert.Equal(t, holder, top.Scheduler, "answers say which replica answered")
+
+	_, errOut, err = ask(bob, leader, "explain", "podgroup", "g")
+	require.Error(t, err, "a caller without the role is refused")
+	assert.Contains(t, errOut, "forbidden")
+	for _, r := range replicas {
+		r.assertNoForbidden(t)
+	}
 }

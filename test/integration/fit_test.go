@@ -159,6 +159,28 @@ func (fc *fitCase) domains(nodes map[string]string) map[string]string {
 	return out
 }
 
+// creationOrder is the manifest with the pods first, then the PodGroups,
+// then the CompositePodGroup: the hierarchy becomes complete in one step,
+// when its root appears, as fit assumes it is. Created in file order, a
+// gang whose minimum is below its size would be planned as soon as its
+// minimum exists, before its last pods, and fit (which plans every pod of
+// the file) would then be answering another question: a race with
+// arrivals, which the agreement runs report separately (docs/user-guide.md).
+func (fc *fitCase) creationOrder() string {
+	var pods, leaves, roots []string
+	for _, doc := range strings.Split(fc.manifest, "---\n") {
+		switch {
+		case strings.Contains(doc, "\nkind: Pod\n"):
+			pods = append(pods, doc)
+		case strings.Contains(doc, "\nkind: PodGroup\n"):
+			leaves = append(leaves, doc)
+		case strings.TrimSpace(doc) != "":
+			roots = append(roots, doc)
+		}
+	}
+	return "---\n" + strings.Join(append(append(pods, leaves...), roots...), "---\n")
+}
+
 // nodesPerGroup lists, per leaf group, the nodes its placed pods are on,
 // sorted.
 func (fc *fitCase) nodesPerGroup(nodes map[string]string) map[string][]string {
@@ -176,16 +198,19 @@ func (fc *fitCase) nodesPerGroup(nodes map[string]string) map[string][]string {
 // hierarchy on a randomized cluster, then creates it and compares the
 // answer with what the scheduler does: the verdict (fits, fits after
 // preemption, does not fit), the topology domains the hierarchy lands in,
-// the victims, and the exact nodes. 20 fixed seeds run in make test;
-// PHALANX_FIT_CASES=N runs N from a time-based seed, PHALANX_FIT_SEED=S
-// replays one.
+// the victims, and the nodes of each group. 20 fixed seeds run in make
+// test; PHALANX_FIT_CASES=N runs N from a time-based seed (or from
+// PHALANX_FIT_SEED), PHALANX_FIT_SEED=S alone replays one.
 func TestFitAgreesWithScheduler(t *testing.T) {
 	cases, first := 20, int64(1000)
 	if v, err := strconv.Atoi(os.Getenv("PHALANX_FIT_CASES")); err == nil && v > 0 {
 		cases, first = v, time.Now().UnixNano()%1000000
 	}
 	if v, err := strconv.ParseInt(os.Getenv("PHALANX_FIT_SEED"), 10, 64); err == nil {
-		cases, first = 1, v
+		first = v
+		if os.Getenv("PHALANX_FIT_CASES") == "" {
+			cases = 1
+		}
 	}
 	t.Logf("seeds %d..%d; replay one with PHALANX_FIT_SEED=<seed> go test -count=1 -run TestFitAgreesWithScheduler -v ./test/integration/", first, first+int64(cases)-1)
 	c := startCluster(t, sandbox.Options{Scheduler: true, Diagnostics: true, NodeAgent: true})
@@ -309,7 +334,7 @@ func runFitCase(t *testing.T, c *sandbox.Cluster, fc *fitCase, ns string) (predi
 		}
 	}
 
-	require.NoError(t, applyYAML(ctx, c, ns, []byte(fc.manifest)))
+	require.NoError(t, applyYAML(ctx, c, ns, []byte(fc.creationOrder())))
 	return predicted, observeFitCase(t, c, fc, ns)
 }
 
