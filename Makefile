@@ -77,13 +77,18 @@ test: test-unit fuzz test-integration
 # at a time on one control plane; SOAK_FIRST fixes the first seed (default
 # time-based). A failing seed is printed with its replay command: commit it
 # to randomRegressionSeeds in test/integration/random_test.go with the fix.
+# Then kubectl phalanx fit against the scheduler's real outcome over
+# FIT_CASES cases (make test runs 20).
 SOAK_SEEDS ?= 1000
 SOAK_PARALLEL ?= 4
 SOAK_FIRST ?=
+FIT_CASES ?= 250
 soak:
 	set -o pipefail; PHALANX_RANDOM_SEEDS=$(SOAK_SEEDS) PHALANX_RANDOM_PARALLEL=$(SOAK_PARALLEL) PHALANX_RANDOM_FIRST=$(SOAK_FIRST) \
 	  $(GO) test -count=1 -timeout 180m -parallel $(SOAK_PARALLEL) -run TestRandomizedInvariants -v ./test/integration/ | \
 	  grep -E '^\s*(--- FAIL|PASS|FAIL|ok)|VIOLATION|seeds run'
+	set -o pipefail; PHALANX_FIT_CASES=$(FIT_CASES) $(GO) test -count=1 -timeout 120m -run TestFitAgreesWithScheduler -v ./test/integration/ | \
+	  grep -E '^\s*(--- FAIL|PASS|FAIL|ok)|fit agreement|seed [0-9]+:'
 
 # Upstream kube-scheduler's own scheduler_perf workloads
 # (podgroup/{gangscheduling,basicscheduling,tas} and workload_preemption),
@@ -108,6 +113,7 @@ upstream-perf:
 # GPU nodes in 2 zones × 4 racks, and the Phalanx scheduler, in one process.
 run:
 	$(GO) build -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
+	$(GO) build -o $(BIN)/kubectl-phalanx ./cmd/kubectl-phalanx
 	$(BIN)/phalanx-sim run --report .phalanx/report.html all
 	@echo "The report, a picture of the cluster after every step: .phalanx/report.html"
 	@echo

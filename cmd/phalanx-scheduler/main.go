@@ -1,7 +1,8 @@
 // Command phalanx-scheduler is kube-scheduler with the Phalanx plugins
 // compiled in. It takes every kube-scheduler flag, plus
-// --bind-drain-timeout (pkg/graceful); enable the plugins in the --config
-// profile (see config/).
+// --bind-drain-timeout (a graceful stop, pkg/graceful) and --phalanx-port
+// (/debug/phalanx for kubectl phalanx); enable the plugins in the --config
+// profile (see config/). The command itself is pkg/schedulercmd.
 package main
 
 import (
@@ -13,8 +14,8 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
 
-	"github.com/phalanx-sched/phalanx/pkg/graceful"
 	"github.com/phalanx-sched/phalanx/pkg/plugins"
+	"github.com/phalanx-sched/phalanx/pkg/schedulercmd"
 )
 
 func main() {
@@ -22,5 +23,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(cli.Run(graceful.NewCommand()))
+	os.Exit(cli.Run(schedulercmd.NewCommand()))
 }

@@ -92,6 +92,7 @@ func up(args []string) error {
 		// KubeRay names this scheduler itself; serving it lets its
 		// objects in manifests/samples/scheduler-plugins run unchanged.
 		ExtraSchedulerNames: []string{"scheduler-plugins-scheduler"},
+		Diagnostics:         true,
 	})
 	if err != nil {
 		return err
@@ -104,11 +105,25 @@ func up(args []string) error {
   kubectl apply -f manifests/samples/
   kubectl apply -f manifests/samples/scheduler-plugins/   # what Kubeflow, KubeRay and Spark create for scheduler-plugins
 
+kubectl phalanx asks the scheduler (diagnostics at %s; the kubeconfig says where):
+
+  export PATH=$PWD/bin:$PATH           # kubectl finds bin/kubectl-phalanx (make run builds it)
+  kubectl phalanx fit -f manifests/samples/rack-gang.yaml
+  kubectl phalanx explain podgroup trainer
+  kubectl phalanx top
+
 Press Ctrl-C to stop.
-`, time.Since(start).Seconds(), topo.Size(), *kubeconfig)
+`, time.Since(start).Seconds(), topo.Size(), *kubeconfig, diagnosticsAddress(cluster))
 	<-ctx.Done()
 	fmt.Println("\nStopping sandbox...")
 	return nil
+}
+
+func diagnosticsAddress(c *sandbox.Cluster) string {
+	if s := c.Scheduler(); s != nil && s.Diagnostics() != nil {
+		return s.Diagnostics().Server
+	}
+	return "-"
 }
 
 // quietLogs keeps the control plane's own logging out of the user's way

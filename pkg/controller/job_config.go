@@ -233,3 +233,26 @@ func gangMinCount(w *v1alpha1.Workload) (int32, bool) {
 	}
 	return 0, false
 }
+
+// GangJobWorkload is the Workload phalanx-controller creates for job when
+// it first sees it, so that kubectl phalanx fit can ask about a gang Job
+// before it exists. ok is false when job is not a gang Job; an error says
+// what the controller would refuse.
+func GangJobWorkload(ctx context.Context, job *batchv1.Job) (w *v1alpha1.Workload, ok bool, err error) {
+	gang, ferr := gangRequested(job)
+	if ferr != nil {
+		return nil, false, field.ErrorList{ferr}.ToAggregate()
+	}
+	if !gang {
+		return nil, false, nil
+	}
+	g := readJobGang(job)
+	if !g.ready() {
+		return nil, true, fmt.Errorf("job %s is scaled to zero: its gang has no size until it runs pods", job.Name)
+	}
+	desired, errs := desiredJobWorkload(ctx, job, g, nil)
+	if len(errs) > 0 {
+		return nil, true, errs.ToAggregate()
+	}
+	return withJobMinCount(job, desired), true, nil
+}

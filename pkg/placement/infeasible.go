@@ -35,6 +35,22 @@ type Infeasible struct {
 	// topology level wider than the level above it), so no capacity would
 	// help until it or the node labels change.
 	Invalid bool
+	// Domains are, with Options.ExplainDomains, the domains of TopologyKey
+	// the group was tried in, closest first (BestDomain is the first);
+	// empty for an unconstrained or pinned group.
+	Domains []DomainFit
+}
+
+// DomainFit is what one domain could hold of a group that failed.
+type DomainFit struct {
+	Domain string
+	// Fits and Need count pods for a leaf (bound included), child groups
+	// for a composite.
+	Fits, Need int
+	// Short is what is missing there, as Infeasible.Short.
+	Short Resources
+	// Reason words the domain's verdict, as Infeasible.Reason does.
+	Reason string
 }
 
 func (e *Infeasible) Error() string {

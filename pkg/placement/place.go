@@ -38,6 +38,7 @@ func (p *planner) quorum(g *gnode, nodes []int32) bool {
 			p.rollback(mark)
 		}
 		g.fail = p.leafFailure(g, closest(cands))
+		g.fail.Domains = p.explainDomains(g, cands)
 		return false
 	}
 
@@ -76,7 +77,39 @@ func (p *planner) quorum(g *gnode, nodes []int32) bool {
 		p.rollback(mark)
 	}
 	g.fail = p.compositeFailure(g, c, bestSat, bestCause)
+	g.fail.Domains = p.explainDomains(g, cands)
 	return false
+}
+
+// explainDomains words, for Options.ExplainDomains, how the closest
+// candidates of a failed group fall short. Every attempt is rolled back, so
+// the planner's state is what it was before.
+func (p *planner) explainDomains(g *gnode, cands []candidate) []DomainFit {
+	if p.opts.ExplainDomains <= 0 || g.key < 0 || g.pinned >= 0 || len(cands) < 2 {
+		return nil
+	}
+	order := make([]int, len(cands))
+	for i := range order {
+		order[i] = i
+	}
+	// Closest first; ties keep the domain policy's order.
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(cands[b].est, cands[a].est) })
+	order = order[:min(len(order), p.opts.ExplainDomains)]
+	out := make([]DomainFit, 0, len(order))
+	for _, i := range order {
+		c := &cands[i]
+		var e *Infeasible
+		if g.leaf {
+			e = p.leafFailure(g, c)
+		} else {
+			mark := len(p.log)
+			sat, cause := p.children(g, c)
+			p.rollback(mark)
+			e = p.compositeFailure(g, c, sat, cause)
+		}
+		out = append(out, DomainFit{Domain: e.BestDomain, Fits: e.Fits, Need: e.Need, Short: e.Short, Reason: e.Reason})
+	}
+	return out
 }
 
 // children runs the quorum of every child of g inside c and counts the

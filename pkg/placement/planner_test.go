@@ -782,3 +782,56 @@ func TestPlanGroupDeterminism(t *testing.T) {
 		assert.Equal(t, []string{"ns/x", "ns/y", "ns/z"}, []string{root.Children[0].Name, root.Children[1].Name, root.Children[2].Name})
 	})
 }
+
+func TestPlanGroupExplainDomains(t *testing.T) {
+	racks := concat(
+		gpuNodes("rack-1", 1, []int64{4}, at("zone-a", "rack-1")),
+		gpuNodes("rack-2", 1, []int64{8}, at("zone-a", "rack-2")),
+		gpuNodes("rack-3", 2, []int64{8, 4}, at("zone-b", "rack-3")),
+	)
+	leaf := func() *placement.Group { return withKey(gang("ns/a", 8, 8, gpuShape(2)), rackKey) }
+
+	t.Run("off by default", func(t *testing.T) {
+		_, err := placement.PlanGroup(racks, leaf(), placement.Options{})
+		var inf *placement.Infeasible
+		require.ErrorAs(t, err, &inf)
+		assert.Nil(t, inf.Domains)
+	})
+
+	t.Run("a leaf lists its closest domains with their shortfall", func(t *testing.T) {
+		_, err := placement.PlanGroup(racks, leaf(), placement.Options{ExplainDomains: 2})
+		var inf *placement.Infeasible
+		require.ErrorAs(t, err, &inf)
+		assert.Equal(t, []placement.DomainFit{
+			{Domain: "rack-3", Fits: 6, Need: 8, Short: placement.Resources{gpu: 4},
+				Reason: "no topology.phalanx.dev/rack domain fits 8 pods: best rack-3 fits 6 (short 4 nvidia.com/gpu)"},
+			{Domain: "rack-2", Fits: 4, Need: 8, Short: placement.Resources{gpu: 8},
+				Reason: "no topology.phalanx.dev/rack domain fits 8 pods: best rack-2 fits 4 (short 8 nvidia.com/gpu)"},
+		}, inf.Domains)
+		assert.Equal(t, "rack-3", inf.BestDomain, "the first domain listed is the one reported")
+	})
+
+	t.Run("a composite lists its domains and its failing child its own", func(t *testing.T) {
+		root := composite("ns/job", placement.Gang, 1, zoneKey, withKey(gang("ns/w", 8, 8, gpuShape(2)), rackKey))
+		_, err := placement.PlanGroup(racks, root, placement.Options{ExplainDomains: 5})
+		var inf *placement.Infeasible
+		require.ErrorAs(t, err, &inf)
+		require.Len(t, inf.Domains, 2)
+		assert.Equal(t, []string{"zone-a", "zone-b"}, []string{inf.Domains[0].Domain, inf.Domains[1].Domain}, "zone-a estimates 6 pods, zone-b 6: ties keep the policy's order")
+		for _, d := range inf.Domains {
+			assert.Equal(t, 0, d.Fits)
+			assert.Equal(t, 1, d.Need)
+		}
+		require.NotNil(t, inf.Cause)
+		assert.NotEmpty(t, inf.Cause.Domains, "the failing child explains the racks of its zone")
+	})
+
+	t.Run("explaining leaves the plan unchanged", func(t *testing.T) {
+		ok := withKey(gang("ns/b", 2, 2, gpuShape(2)), rackKey)
+		want, err := placement.PlanGroup(racks, ok, placement.Options{})
+		require.NoError(t, err)
+		got, err := placement.PlanGroup(racks, withKey(gang("ns/b", 2, 2, gpuShape(2)), rackKey), placement.Options{ExplainDomains: 3})
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	})
+}

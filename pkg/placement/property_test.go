@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -353,5 +354,51 @@ func TestPlanGroupProperties(t *testing.T) {
 		if ladders < int(n)/20 || fallbacks < int(n)/200 || refused < int(n)/200 {
 			t.Fatalf("generator drifted: of %d cases, %d preferred leaf roots checked, %d fell back, %d refused", n, ladders, fallbacks, refused)
 		}
+	}
+}
+
+// TestPlanGroupExplainIsNeutral checks, over the generated scenarios, that
+// asking for domain explanations changes neither the plan nor the reported
+// failure: every explaining attempt must be rolled back.
+func TestPlanGroupExplainIsNeutral(t *testing.T) {
+	n := int64(min(*propertyCases, 3000))
+	explained := 0
+	for seed := range n {
+		nodes, root, opts := genScenario(randSource{rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))})
+		want, wantErr := placement.PlanGroup(nodes, root, opts)
+		opts.ExplainDomains = 3
+		got, gotErr := placement.PlanGroup(nodes, root, opts)
+		var a, b *placement.Infeasible
+		if errors.As(wantErr, &a) && errors.As(gotErr, &b) {
+			if len(b.Domains) > 0 {
+				explained++
+				if b.Domains[0].Domain != b.BestDomain {
+					t.Fatalf("seed %d: first explained domain %q is not the best domain %q", seed, b.Domains[0].Domain, b.BestDomain)
+				}
+			}
+			stripDomains(b)
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("seed %d: explaining changed the failure:\n%+v\n%+v\n%s", seed, a, b, describe(nodes, root, opts))
+			}
+			continue
+		}
+		if got != nil {
+			for _, u := range got.Unsatisfied {
+				stripDomains(u)
+			}
+		}
+		if (wantErr == nil) != (gotErr == nil) || !reflect.DeepEqual(want, got) {
+			t.Fatalf("seed %d: explaining changed the plan:\n%v %v\n%v %v\n%s", seed, want, wantErr, got, gotErr, describe(nodes, root, opts))
+		}
+	}
+	if n >= 1000 && explained == 0 {
+		t.Fatal("no generated failure had domains to explain")
+	}
+	t.Logf("%d cases, %d failures explained", n, explained)
+}
+
+func stripDomains(e *placement.Infeasible) {
+	for ; e != nil; e = e.Cause {
+		e.Domains = nil
 	}
 }

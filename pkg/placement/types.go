@@ -169,6 +169,12 @@ type Options struct {
 	// TaintComparisonOperators enables the Lt and Gt toleration operators,
 	// mirroring the TaintTolerationComparisonOperators feature gate.
 	TaintComparisonOperators bool
+	// ExplainDomains, when positive, makes every Infeasible of a group with
+	// a topology key list up to this many of the domains it was tried in,
+	// closest first (Infeasible.Domains). Each costs one more placement
+	// attempt of the group, so the scheduler leaves it at 0 and only
+	// diagnostics (kubectl phalanx explain and fit) ask for it.
+	ExplainDomains int
 }
 
 // Plan is the outcome of PlanGroup.

@@ -7,6 +7,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/phalanx-sched/phalanx/config"
+	"github.com/phalanx-sched/phalanx/pkg/debugapi"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 )
@@ -45,6 +48,10 @@ type Options struct {
 	// AlsoDefaultScheduler makes Phalanx serve schedulerName
 	// default-scheduler too (the sandbox runs no other scheduler).
 	AlsoDefaultScheduler bool
+	// Diagnostics makes the scheduler serve /debug/phalanx (kubectl
+	// phalanx) on a free loopback port, and writes where into the
+	// kubeconfig (debugapi.KubeconfigExtension).
+	Diagnostics bool
 	// NodeAgent marks bound pods Running and completes their deletion.
 	NodeAgent bool
 	// Controllers runs the Phalanx controllers (pkg/controller), upstream's
@@ -204,11 +211,22 @@ func (c *Cluster) StartScheduler(ctx context.Context) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := StartScheduler(ctx, path)
+	var so SchedulerOptions
+	if c.opts.Diagnostics {
+		so.DiagnosticsKubeconfig = c.KubeconfigPath
+	}
+	s, err := StartSchedulerWith(ctx, path, so)
 	if err != nil {
 		return nil, err
 	}
 	c.scheduler = s
+	if ep := s.Diagnostics(); ep != nil {
+		if err := writeKubeconfig(c.Config, c.KubeconfigPath, ep); err != nil {
+			s.Stop()
+			c.scheduler = nil
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -305,6 +323,12 @@ func (c *Cluster) Stop() {
 
 // WriteKubeconfig writes an admin kubeconfig for cfg to path.
 func WriteKubeconfig(cfg *restclient.Config, path string) error {
+	return writeKubeconfig(cfg, path, nil)
+}
+
+// writeKubeconfig writes an admin kubeconfig, with where the scheduler
+// serves its diagnostics when diag is set.
+func writeKubeconfig(cfg *restclient.Config, path string, diag *debugapi.Endpoint) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -313,6 +337,15 @@ func WriteKubeconfig(cfg *restclient.Config, path string) error {
 		Server:                   cfg.Host,
 		CertificateAuthorityData: cfg.TLSClientConfig.CAData,
 		TLSServerName:            cfg.TLSClientConfig.ServerName,
+	}
+	if diag != nil {
+		raw, err := json.Marshal(diag)
+		if err != nil {
+			return err
+		}
+		kc.Clusters["sandbox"].Extensions = map[string]runtime.Object{
+			debugapi.KubeconfigExtension: &runtime.Unknown{Raw: raw, ContentType: runtime.ContentTypeJSON},
+		}
 	}
 	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
 	kc.Contexts["phalanx-sandbox"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: "admin"}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"sort"
 
@@ -13,10 +14,13 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	schedulerconfig "k8s.io/kubernetes/cmd/kube-scheduler/app/config"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
 
+	"github.com/phalanx-sched/phalanx/pkg/debugapi"
 	"github.com/phalanx-sched/phalanx/pkg/graceful"
+	"github.com/phalanx-sched/phalanx/pkg/inspect"
 	"github.com/phalanx-sched/phalanx/pkg/plugins"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 )
@@ -30,6 +34,23 @@ type Scheduler struct {
 	done     chan struct{}
 	sched    *scheduler.Scheduler
 	informer informers.SharedInformerFactory
+	// diagnostics is where /debug/phalanx is served, when it is.
+	diagnostics *debugapi.Endpoint
+}
+
+// Diagnostics returns where the scheduler serves /debug/phalanx (the
+// address and the certificate authority of its self-signed certificate),
+// nil unless it was started with a diagnostics kubeconfig.
+func (s *Scheduler) Diagnostics() *debugapi.Endpoint { return s.diagnostics }
+
+// SchedulerOptions configure StartSchedulerWith.
+type SchedulerOptions struct {
+	// DiagnosticsKubeconfig, when set, makes the scheduler serve
+	// /debug/phalanx over HTTPS on a free loopback port, authenticating
+	// and authorizing callers through the API server this kubeconfig
+	// reaches (TokenReview, SubjectAccessReview), as phalanx-scheduler's
+	// --phalanx-port does.
+	DiagnosticsKubeconfig string
 }
 
 // AssumedPods returns, as namespace/name -> node, the pods the scheduler
@@ -113,6 +134,11 @@ var DrainTimeout = graceful.DefaultDrainTimeout
 // clientConnection.kubeconfig points at the cluster. It returns once
 // informers have synced.
 func StartScheduler(ctx context.Context, configPath string) (*Scheduler, error) {
+	return StartSchedulerWith(ctx, configPath, SchedulerOptions{})
+}
+
+// StartSchedulerWith is StartScheduler with options.
+func StartSchedulerWith(ctx context.Context, configPath string, so SchedulerOptions) (*Scheduler, error) {
 	// The defaults cmd/phalanx-scheduler runs with; the gates they touch
 	// are the scheduler's alone, not the API server's it shares the
 	// process with.
@@ -138,7 +164,20 @@ func StartScheduler(ctx context.Context, configPath string) (*Scheduler, error) 
 	opts := options.NewOptions()
 	opts.ConfigFile = configPath
 	// No health/metrics port in-process: several schedulers may share it.
+	// The diagnostics, when asked for, get a free port of their own.
 	opts.SecureServing = nil
+	if so.DiagnosticsKubeconfig != "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("listen for diagnostics: %w", err)
+		}
+		opts.SecureServing = options.NewOptions().SecureServing
+		opts.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
+		opts.SecureServing.BindPort = l.Addr().(*net.TCPAddr).Port
+		opts.SecureServing.Listener = l
+		opts.Authentication.RemoteKubeConfigFile = so.DiagnosticsKubeconfig
+		opts.Authorization.RemoteKubeConfigFile = so.DiagnosticsKubeconfig
+	}
 	if opts.InformerName == nil {
 		name, err := cache.NewInformerName(fmt.Sprintf("phalanx-sandbox-%s", filepath.Base(configPath)))
 		if err == nil {
@@ -171,6 +210,13 @@ func StartScheduler(ctx context.Context, configPath string) (*Scheduler, error) 
 		return nil, fmt.Errorf("scheduler handlers did not sync: %w", err)
 	}
 	s := &Scheduler{life: life, term: stop, done: make(chan struct{}), sched: sched, informer: cc.InformerFactory}
+	if cc.SecureServing != nil {
+		if s.diagnostics, err = serveDiagnostics(ctx, cc, sched); err != nil {
+			cancel()
+			stop()
+			return nil, err
+		}
+	}
 	go func() {
 		defer close(s.done)
 		defer cc.EventBroadcaster.Shutdown()
@@ -179,4 +225,20 @@ func StartScheduler(ctx context.Context, configPath string) (*Scheduler, error) 
 		klog.FromContext(ctx).V(2).Info("sandbox scheduler stopped")
 	}()
 	return s, nil
+}
+
+// serveDiagnostics serves /debug/phalanx on the secure port cc carries,
+// behind its authentication and authorization: the sandbox runs no other
+// endpoint there.
+func serveDiagnostics(ctx context.Context, cc *schedulerconfig.CompletedConfig, sched *scheduler.Scheduler) (*debugapi.Endpoint, error) {
+	in, err := inspect.New(ctx, cc.ComponentConfig.Profiles, sched, inspect.Options{Identity: "sandbox", Parallelism: int(cc.ComponentConfig.Parallelism)})
+	if err != nil {
+		return nil, err
+	}
+	h := inspect.Secure(in.Handler(), cc.Authentication.Authenticator, cc.Authorization.Authorizer)
+	if err := inspect.Serve(ctx, cc.SecureServing, cc.SecureServing.Listener, h); err != nil {
+		return nil, err
+	}
+	cert, _ := cc.SecureServing.Cert.CurrentCertKeyContent()
+	return &debugapi.Endpoint{Server: "https://" + cc.SecureServing.Listener.Addr().String(), CertificateAuthorityData: cert}, nil
 }

@@ -824,17 +824,17 @@ func (s *schedulerProcess) url(path string) string {
 // only), plus the flags a pod gets for free: the port, and the kubeconfig
 // that delegates authentication and authorization of its endpoints (in a
 // pod, the in-cluster configuration).
-func startSchedulerProcess(t *testing.T, name, bin, configPath, kubeconfig string) *schedulerProcess {
+func startSchedulerProcess(t *testing.T, name, bin, configPath, kubeconfig string, extra ...string) *schedulerProcess {
 	t.Helper()
 	s := &schedulerProcess{port: freePort(t)}
-	s.process = startProcess(t, name, bin,
-		"--config="+configPath,
+	s.process = startProcess(t, name, bin, append([]string{
+		"--config=" + configPath,
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(s.port),
-		"--authentication-kubeconfig="+kubeconfig,
-		"--authorization-kubeconfig="+kubeconfig,
+		"--secure-port=" + strconv.Itoa(s.port),
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
 		"-v=2",
-	)
+	}, extra...)...)
 	eventually(t, 2*time.Minute, name+" serving /healthz", func() (bool, error) {
 		if s.exited() {
 			return false, fmt.Errorf("%s exited; see its log", name)

@@ -260,11 +260,13 @@ type TypedLocalObjectReference struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ppg,categories=phalanx
-// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.schedulingPolicy.gang.minCount`,description="gang minCount (empty for basic)"
-// +kubebuilder:printcolumn:name="Members",type=integer,JSONPath=`.status.members`
-// +kubebuilder:printcolumn:name="Scheduled",type=integer,JSONPath=`.status.scheduled`
-// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.running`
-// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Schedulable")].reason`
+// +kubebuilder:printcolumn:name="Gang Min",type=integer,JSONPath=`.spec.schedulingPolicy.gang.minCount`,description="The policy: a gang of at least minCount pods; <none> for a basic (best-effort) group."
+// +kubebuilder:printcolumn:name="Present",type=integer,JSONPath=`.status.members`,description="Pods attached to the group (phalanx-controller's count)."
+// +kubebuilder:printcolumn:name="Bound",type=integer,JSONPath=`.status.scheduled`,description="Pods bound to a node."
+// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.running`,priority=1
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Schedulable")].reason`,description="The Schedulable condition's reason; kubectl phalanx explain tells more."
+// +kubebuilder:printcolumn:name="Topology",type=string,JSONPath=`.spec.schedulingConstraints.topology[0].key`,priority=1
+// +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentCompositePodGroupName`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PodGroup struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -360,8 +362,10 @@ type PodGroupList struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=pcpg,categories=phalanx
-// +kubebuilder:printcolumn:name="MinGroups",type=integer,JSONPath=`.spec.schedulingPolicy.gang.minGroupCount`
-// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Schedulable")].reason`
+// +kubebuilder:printcolumn:name="Gang Min",type=integer,JSONPath=`.spec.schedulingPolicy.gang.minGroupCount`,description="The policy: a gang of at least minGroupCount child groups; <none> for a basic (best-effort) group."
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Schedulable")].reason`,description="The Schedulable condition's reason; kubectl phalanx explain tells more."
+// +kubebuilder:printcolumn:name="Topology",type=string,JSONPath=`.spec.schedulingConstraints.topology[0].key`,priority=1
+// +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentCompositePodGroupName`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type CompositePodGroup struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -434,6 +438,7 @@ type CompositePodGroupList struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=pwl,categories=phalanx
+// +kubebuilder:printcolumn:name="Groups",type=string,JSONPath=`.status.conditions[?(@.type=="GroupsCreated")].reason`,description="Whether phalanx-controller created the Workload's groups (GroupsCreated's reason)."
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Workload struct {
 	metav1.TypeMeta   `json:",inline"`

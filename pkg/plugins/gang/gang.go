@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/features"
@@ -29,6 +30,7 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
@@ -154,6 +156,7 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, d *Drain) (f
 		return nil, fmt.Errorf("%s: watch node deletions: %w", Name, err)
 	}
 	fed.SubscribeGone(pl.forgetVerdict)
+	instances.Register(ctx, h, pl)
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if s := sharedFor[fed]; s != nil {
@@ -334,28 +337,11 @@ func (pl *Gang) validate(pod *corev1.Pod, ch groups.Chain) string {
 		}
 	}
 	root := ch.Root()
-	wantPriority, wantPolicy := podPriority(pod), podPolicy(pod)
-	policyMsg := MsgPolicyMismatch
-	// Label gangs and scheduler-plugins' PodGroups define no priority:
-	// their members' own is the group's, and they must agree.
-	if !root.PriorityFromMembers {
-		prio, policy, err := groups.ResolvePriority(root, pl.groups.PriorityClasses)
-		if err != nil {
-			return err.Error()
-		}
-		wantPriority, wantPolicy, policyMsg = prio, policy, MsgPolicyMismatchWithGroup
+	wantPriority, wantPolicy, policyMsg, err := wanted(pod, root, pl.groups.PriorityClasses)
+	if err != nil {
+		return err.Error()
 	}
-	check := func(m *corev1.Pod) string {
-		switch {
-		case podPriority(m) != wantPriority:
-			return fmt.Sprintf("%s: pod %s has priority %d, the group %d", MsgPriorityMismatch, m.Name, podPriority(m), wantPriority)
-		case podPolicy(m) != wantPolicy:
-			return fmt.Sprintf("%s: pod %s has %s, the group %s", policyMsg, m.Name, podPolicy(m), wantPolicy)
-		case m.Spec.SchedulerName != pod.Spec.SchedulerName:
-			return fmt.Sprintf("%s: pod %s uses %q, pod %s uses %q", MsgSchedulerNameMismatch, m.Name, m.Spec.SchedulerName, pod.Name, pod.Spec.SchedulerName)
-		}
-		return ""
-	}
+	check := func(m *corev1.Pod) string { return mismatch(m, pod, wantPriority, wantPolicy, policyMsg) }
 	if msg := check(pod); msg != "" {
 		return msg
 	}
@@ -382,6 +368,56 @@ func (pl *Gang) validate(pod *corev1.Pod, ch groups.Chain) string {
 		pl.verdictMu.Unlock()
 	}
 	return want.msg
+}
+
+// wanted is the priority and preemption policy every member of the
+// hierarchy under root must have, with the message for a policy that
+// differs. Label gangs and scheduler-plugins' PodGroups define no priority:
+// their members' own (ref's) is the group's, and they must agree.
+func wanted(ref *corev1.Pod, root groups.Info, classes schedulinglisters.PriorityClassLister) (int32, corev1.PreemptionPolicy, string, error) {
+	if root.PriorityFromMembers {
+		return podPriority(ref), podPolicy(ref), MsgPolicyMismatch, nil
+	}
+	prio, policy, err := groups.ResolvePriority(root, classes)
+	if err != nil {
+		return 0, "", "", err
+	}
+	return prio, policy, MsgPolicyMismatchWithGroup, nil
+}
+
+// mismatch says how member m disagrees with what its group wants and with
+// ref, the member being scheduled; "" when it agrees.
+func mismatch(m, ref *corev1.Pod, prio int32, policy corev1.PreemptionPolicy, policyMsg string) string {
+	switch {
+	case podPriority(m) != prio:
+		return fmt.Sprintf("%s: pod %s has priority %d, the group %d", MsgPriorityMismatch, m.Name, podPriority(m), prio)
+	case podPolicy(m) != policy:
+		return fmt.Sprintf("%s: pod %s has %s, the group %s", policyMsg, m.Name, podPolicy(m), policy)
+	case m.Spec.SchedulerName != ref.Spec.SchedulerName:
+		return fmt.Sprintf("%s: pod %s uses %q, pod %s uses %q", MsgSchedulerNameMismatch, m.Name, m.Spec.SchedulerName, ref.Name, ref.Spec.SchedulerName)
+	}
+	return ""
+}
+
+// Disagreement is PreFilter's check of a hierarchy that is not in the
+// group cache (kubectl phalanx fit asks about groups before they exist):
+// why members, the live pods of every leaf under root, cannot be
+// scheduled together when ref is tried first; "" when they agree. The
+// groups' own Invalid reasons are the caller's to check.
+func Disagreement(ref *corev1.Pod, members []*corev1.Pod, root groups.Info, classes schedulinglisters.PriorityClassLister) string {
+	prio, policy, policyMsg, err := wanted(ref, root, classes)
+	if err != nil {
+		return err.Error()
+	}
+	if msg := mismatch(ref, ref, prio, policy, policyMsg); msg != "" {
+		return msg
+	}
+	for _, m := range members {
+		if msg := mismatch(m, ref, prio, policy, policyMsg); msg != "" {
+			return msg
+		}
+	}
+	return ""
 }
 
 // Reserve records the member as assumed: it now counts toward quorum.

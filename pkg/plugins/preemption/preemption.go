@@ -37,6 +37,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
@@ -95,6 +96,7 @@ func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	fed.SubscribeGone(p.forgetGroup)
+	instances.Register(ctx, h, p)
 	return p, nil
 }
 
@@ -166,26 +168,19 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
-	_, members := topology.PlanInput(tree)
-	input, _, err := topology.BuildInput(tree, p.constraints(ctx, infos, members, prio))
-	if err != nil {
-		return nil, fwk.AsStatus(fmt.Errorf("search victims for %s: %w", root.Key, err))
-	}
-	nodes := topology.NodesFromSnapshot(infos, p.handle.NominatedPodsForNode, members)
-	victims, byKey := p.candidates(infos, prio, members)
-	if len(victims) == 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "no lower-priority pods to preempt")
-	}
 	start := time.Now()
-	result, err := mostMembers(nodes, victims, input, prio)
+	search, err := p.Search(ctx, p.handle, p.prober, tree, prio, infos, p.handle.NominatedPodsForNode, placement.Options{})
 	var inf *placement.Infeasible
-	logger.V(4).Info("Searched victims", "group", root.Key, "candidates", len(victims), "duration", time.Since(start))
-	if errors.As(err, &inf) {
+	switch {
+	case errors.Is(err, ErrNoCandidates):
+		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
+	case errors.As(err, &inf):
 		return nil, fwk.NewStatus(fwk.Unschedulable, "preemption cannot make the whole group fit: "+inf.Reason)
-	}
-	if err != nil {
+	case err != nil:
 		return nil, fwk.AsStatus(fmt.Errorf("search victims for %s: %w", root.Key, err))
 	}
+	result, byKey := search.Result, search.Pods
+	logger.V(4).Info("Searched victims", "group", root.Key, "candidates", len(search.Candidates), "duration", time.Since(start))
 	if len(result.Victims) == 0 {
 		// The whole group fits without evicting anyone: this member failed
 		// for another reason (a stale plan, another plugin's Filter), which
@@ -215,6 +210,50 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	return framework.NewPostFilterResultWithNominatedNode(node), fwk.NewStatus(fwk.Success, msg)
 }
 
+// ErrNoCandidates says no running pod has a priority below the group's.
+var ErrNoCandidates = errors.New("no lower-priority pods to preempt")
+
+// Searched is the outcome of Search.
+type Searched struct {
+	Result *placement.Preemption
+	// Pods are the candidate victims by placement key (PodKey), and
+	// Candidates the search's view of them (priority, unit, PDB).
+	Pods       map[string]*corev1.Pod
+	Candidates map[string]placement.Victim
+}
+
+// Search is PostFilter's victim search for the hierarchy tree at priority
+// prio: against the nodes infos, with the room nominated to pods outside
+// the hierarchy taken from nominated, and the profile's filters run through
+// pr over h. PostFilter passes its cycle's snapshot and handle; diagnostics
+// pass a snapshot and a framework of the same profile of their own, so
+// both search the same way. opts may only ask for explanations
+// (ExplainDomains); the domain policy of group preemption is the
+// planner's default. The error is ErrNoCandidates, an
+// *placement.Infeasible when no set of victims makes the group fit, or a
+// failure.
+func (p *Preemption) Search(ctx context.Context, h fwk.Handle, pr *probe.Prober, tree *groups.Tree, prio int32, infos []fwk.NodeInfo, nominated func(string) []fwk.PodInfo, opts placement.Options) (*Searched, error) {
+	_, members := topology.PlanInput(tree)
+	input, _, err := topology.BuildInput(tree, p.constraints(ctx, h, pr, infos, members, prio))
+	if err != nil {
+		return nil, err
+	}
+	nodes := topology.NodesFromSnapshot(infos, nominated, members)
+	victims, byKey := p.candidates(infos, prio, members)
+	if len(victims) == 0 {
+		return nil, ErrNoCandidates
+	}
+	result, err := mostMembers(nodes, victims, input, prio, opts.ExplainDomains)
+	if err != nil {
+		return nil, err
+	}
+	cands := make(map[string]placement.Victim, len(victims))
+	for _, v := range victims {
+		cands[v.Key] = v
+	}
+	return &Searched{Result: result, Pods: byKey, Candidates: cands}, nil
+}
+
 // mostMembers searches victims for as many pending members as eviction can
 // make room for, not only those the gang's minimum needs: a member beyond
 // minCount, or one joining a running gang, would otherwise wait forever
@@ -222,9 +261,9 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 // single gang, the largest count between its minimum and all (room for k
 // members is room for fewer, so a binary search finds it); for a
 // hierarchy, its minimums.
-func mostMembers(nodes []placement.Node, victims []placement.Victim, input *placement.Group, prio int32) (*placement.Preemption, error) {
+func mostMembers(nodes []placement.Node, victims []placement.Victim, input *placement.Group, prio int32, explain int) (*placement.Preemption, error) {
 	search := func(g *placement.Group) (*placement.Preemption, error) {
-		return placement.FindVictims(nodes, victims, g, prio, placement.PreemptOptions{})
+		return placement.FindVictims(nodes, victims, g, prio, placement.PreemptOptions{Options: placement.Options{ExplainDomains: explain}})
 	}
 	result, err := search(everyMember(input))
 	var inf *placement.Infeasible
@@ -304,17 +343,23 @@ func hasMembers(g *placement.Group) bool {
 // group may evict is usable once they are evicted. Which pods those are is
 // decided as upstream's preemption does per node: everything evictable is
 // removed, then put back while the filters still pass.
-func (p *Preemption) constraints(ctx context.Context, infos []fwk.NodeInfo, members map[types.UID]bool, prio int32) *topology.Constraints {
-	c := topology.ClusterConstraints(ctx, p.handle, p.prober, infos)
+func (p *Preemption) constraints(ctx context.Context, h fwk.Handle, pr *probe.Prober, infos []fwk.NodeInfo, members map[types.UID]bool, prio int32) *topology.Constraints {
+	c := topology.ClusterConstraints(ctx, h, pr, infos)
 	c.Evictable = func(v *corev1.Pod) bool {
 		return !members[v.UID] && v.DeletionTimestamp == nil && p.victimOf(v).priority < prio
 	}
+	byName := make(map[string]fwk.NodeInfo, len(infos))
+	for _, ni := range infos {
+		if ni.Node() != nil {
+			byName[ni.Node().Name] = ni
+		}
+	}
 	c.Blockers = func(pod *corev1.Pod, node string) ([]string, bool) {
-		ni, err := p.handle.SnapshotSharedLister().NodeInfos().Get(node)
-		if err != nil {
+		ni, ok := byName[node]
+		if !ok {
 			return nil, false
 		}
-		blockers, ok, err := p.prober.Blockers(ctx, pod, ni, c.Evictable)
+		blockers, ok, err := pr.Blockers(ctx, pod, ni, c.Evictable)
 		if err != nil || !ok {
 			return nil, false
 		}

@@ -15,12 +15,22 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
 // constraints is the planner's view of what the profile's filters enforce
 // for root's next plan.
 func (t *Topology) constraints(ctx context.Context, root groups.Key, infos []fwk.NodeInfo) *Constraints {
-	c := ClusterConstraints(ctx, t.handle, t.prober, infos)
+	return t.ConstraintsFor(ctx, t.handle, t.prober, root, infos)
+}
+
+// ConstraintsFor is what root's next plan would be given against infos,
+// with the profile's filters run through pr over h. The scheduling cycle
+// passes its own handle; diagnostics, which must not touch the cycle's
+// snapshot, pass a framework of the same profile over a snapshot of their
+// own. The nodes earlier plans of root were refused on are this plugin's.
+func (t *Topology) ConstraintsFor(ctx context.Context, h fwk.Handle, pr *probe.Prober, root groups.Key, infos []fwk.NodeInfo) *Constraints {
+	c := ClusterConstraints(ctx, h, pr, infos)
 	c.ProbeAll = t.probeAll()
 	c.Rejected = func(shape string) map[string]Rejection {
 		t.mu.Lock()

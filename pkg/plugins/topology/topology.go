@@ -33,6 +33,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
@@ -179,6 +180,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	fed.Subscribe(t.groupChanged)
 	fed.SubscribeGone(t.forgetGroup)
+	instances.Register(ctx, h, t)
 	return t, nil
 }
 

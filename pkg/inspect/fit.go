@@ -1,0 +1,265 @@
+package inspect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/debugapi"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+)
+
+// maxFitPods bounds a fit request: the planner takes every pod of it.
+const maxFitPods = 20000
+
+// hypothetical is a fit request read into a group cache of its own, as the
+// scheduler's would hold it once the objects were created.
+type hypothetical struct {
+	cache *groups.Cache
+	keys  []groups.Key
+	pods  []*corev1.Pod
+}
+
+func decodeFit(req *debugapi.FitRequest) (*hypothetical, error) {
+	h := &hypothetical{cache: groups.NewCache()}
+	// Whatever the cluster serves, the objects in the request exist in it.
+	for _, d := range groups.Dialects {
+		h.cache.SetServed(d, true)
+	}
+	for i, raw := range req.Objects {
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(raw, &tm); err != nil {
+			return nil, badRequest("objects[%d]: %v", i, err)
+		}
+		var key groups.Key
+		var spec groups.Spec
+		var meta *metav1.ObjectMeta
+		switch tm.GroupVersionKind().GroupKind().String() {
+		case "PodGroup.scheduling.phalanx.dev":
+			o := &v1alpha1.PodGroup{}
+			if err := json.Unmarshal(raw, o); err != nil {
+				return nil, badRequest("objects[%d]: %v", i, err)
+			}
+			meta, key, spec = &o.ObjectMeta, groups.Key{Dialect: groups.Phalanx, Kind: groups.PodGroupKind}, groups.SpecOfPodGroup(o)
+		case "CompositePodGroup.scheduling.phalanx.dev":
+			o := &v1alpha1.CompositePodGroup{}
+			if err := json.Unmarshal(raw, o); err != nil {
+				return nil, badRequest("objects[%d]: %v", i, err)
+			}
+			meta, key, spec = &o.ObjectMeta, groups.Key{Dialect: groups.Phalanx, Kind: groups.CompositeKind}, groups.SpecOfComposite(o)
+		case "PodGroup.scheduling.k8s.io":
+			o := &schedv1beta1.PodGroup{}
+			if err := json.Unmarshal(raw, o); err != nil {
+				return nil, badRequest("objects[%d]: %v", i, err)
+			}
+			meta, key, spec = &o.ObjectMeta, groups.Key{Dialect: groups.Native, Kind: groups.PodGroupKind}, groups.SpecOfNativePodGroup(o)
+		case "CompositePodGroup.scheduling.k8s.io":
+			o := &schedv1alpha3.CompositePodGroup{}
+			if err := json.Unmarshal(raw, o); err != nil {
+				return nil, badRequest("objects[%d]: %v", i, err)
+			}
+			meta, key, spec = &o.ObjectMeta, groups.Key{Dialect: groups.Native, Kind: groups.CompositeKind}, groups.SpecOfNativeComposite(o)
+		case "PodGroup.scheduling.x-k8s.io":
+			o := &xv1alpha1.PodGroup{}
+			if err := json.Unmarshal(raw, o); err != nil {
+				return nil, badRequest("objects[%d]: %v", i, err)
+			}
+			meta, key, spec = &o.ObjectMeta, groups.Key{Dialect: groups.Coscheduling, Kind: groups.PodGroupKind}, groups.SpecOfXPodGroup(o)
+		case "Pod":
+			pod := &corev1.Pod{}
+			if err := json.Unmarshal(raw, pod); err != nil {
+				return nil, badRequest("objects[%d]: %v", i, err)
+			}
+			if pod.Namespace == "" {
+				pod.Namespace = req.Namespace
+			}
+			if pod.Spec.NodeName != "" {
+				return nil, badRequest("pod %s names node %s: fit places pending pods", pod.Name, pod.Spec.NodeName)
+			}
+			// The API server would give each pod a UID of its own; members
+			// of a plan are told apart by it.
+			pod.UID = types.UID(fmt.Sprintf("fit-%d-%s", i, pod.UID))
+			h.pods = append(h.pods, pod)
+			continue
+		default:
+			return nil, badRequest("objects[%d]: fit reads PodGroups, CompositePodGroups and Pods, not %s %s", i, tm.APIVersion, tm.Kind)
+		}
+		if meta.Namespace == "" {
+			meta.Namespace = req.Namespace
+		}
+		key.Namespace, key.Name = meta.Namespace, meta.Name
+		if _, ok := h.cache.Get(key); ok {
+			return nil, badRequest("%s appears twice", key)
+		}
+		h.cache.SetGroup(key, spec)
+		h.keys = append(h.keys, key)
+	}
+	if len(h.pods) > maxFitPods {
+		return nil, badRequest("%d pods: fit takes at most %d", len(h.pods), maxFitPods)
+	}
+	for _, pod := range h.pods {
+		h.cache.AddOrUpdatePod(pod)
+	}
+	return h, nil
+}
+
+// root finds the one hierarchy the request describes.
+func (h *hypothetical) root() (groups.Key, error) {
+	roots := map[groups.Key]bool{}
+	add := func(k groups.Key, what string) error {
+		if _, err := h.cache.TreeOf(k); err != nil {
+			return badRequest("%s: %v (fit asks about new groups: put every group of the hierarchy in the file)", what, err)
+		}
+		r, _ := h.cache.RootOf(k)
+		roots[r] = true
+		return nil
+	}
+	for _, k := range h.keys {
+		if err := add(k, k.String()); err != nil {
+			return groups.Key{}, err
+		}
+	}
+	for _, pod := range h.pods {
+		a, grouped, err := groups.Attach(pod)
+		if err != nil {
+			return groups.Key{}, badRequest("pod %s: %v", pod.Name, err)
+		}
+		if !grouped {
+			return groups.Key{}, badRequest("pod %s belongs to no group: fit answers for groups", pod.Name)
+		}
+		if err := add(a.Key, "pod "+pod.Name); err != nil {
+			return groups.Key{}, err
+		}
+	}
+	if len(roots) != 1 {
+		var names []string
+		for r := range roots {
+			names = append(names, r.String())
+		}
+		sort.Strings(names)
+		if len(names) == 0 {
+			return groups.Key{}, badRequest("the request holds no group")
+		}
+		return groups.Key{}, badRequest("the request holds %d hierarchies (%s): ask about one at a time", len(names), strings.Join(names, ", "))
+	}
+	for r := range roots {
+		return r, nil
+	}
+	return groups.Key{}, nil
+}
+
+// Fit answers whether the hierarchy in req would fit if it were created
+// now: the checks and plan of its first scheduling attempt, and the victim
+// search that attempt would make if it did not fit.
+func (in *Inspector) Fit(ctx context.Context, req *debugapi.FitRequest) (*debugapi.FitAnswer, error) {
+	h, err := decodeFit(req)
+	if err != nil {
+		return nil, err
+	}
+	rootKey, err := h.root()
+	if err != nil {
+		return nil, err
+	}
+	tree, err := h.cache.TreeOf(rootKey)
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	first := firstPending(tree)
+	schedulerName := ""
+	if first != nil {
+		schedulerName = first.Spec.SchedulerName
+	}
+	p, err := in.profileFor(schedulerName)
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	infos, err := in.refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &debugapi.FitAnswer{TypeMeta: typeMeta("FitAnswer"), Answer: in.answer(len(infos)), Root: ref(rootKey)}
+	out.Profile = p.name
+	var walk func(*groups.Tree)
+	walk = func(t *groups.Tree) {
+		out.Groups = append(out.Groups, stateIn(h.cache, t))
+		for _, ch := range t.Children {
+			walk(ch)
+		}
+	}
+	walk(tree)
+
+	blocked := func(msg string) (*debugapi.FitAnswer, error) {
+		out.Verdict, out.Message, out.Assessment.Blocked = debugapi.VerdictBlocked, msg, msg
+		return out, nil
+	}
+	if msg := invalid(tree); msg != "" {
+		return blocked(msg)
+	}
+	if first == nil {
+		return blocked("no pod of the hierarchy is pending: add its pods (or a Job or Deployment whose template makes them) to the file")
+	}
+	if msg := gang.Disagreement(first, h.pods, tree.Info, in.fed.PriorityClasses); msg != "" {
+		return blocked(msg)
+	}
+	if ok, have, need := h.cache.Satisfied(rootKey, groups.ByExisting); !ok {
+		return blocked(waitingMessage(h.cache, tree, have, need) + ": the members would wait for the rest before the scheduler tries them")
+	}
+	a, err := in.assess(ctx, p, tree, first, infos)
+	if err != nil {
+		return nil, err
+	}
+	out.Assessment = *a
+	switch {
+	case a.Blocked != "":
+		out.Verdict, out.Message = debugapi.VerdictBlocked, a.Blocked
+	case a.Fits && a.Preemption != nil && a.Preemption.Possible:
+		out.Verdict = debugapi.VerdictFitsWithPreemption
+		out.Message = fmt.Sprintf("its minimum fits now (%s); the members beyond it then preempt %d pods: %s",
+			fitsMessage(a.Placement, len(h.pods)), len(a.Preemption.Victims), fitsMessage(a.Preemption.Placement, len(h.pods)))
+	case a.Fits && a.Preemption != nil && a.Preemption.Possible:
+		out.Verdict = debugapi.VerdictFitsWithPreemption
+		out.Message = fmt.Sprintf("its minimum fits now (%s); the members beyond it then preempt %d pods: %s",
+			fitsMessage(a.Placement, len(h.pods)), len(a.Preemption.Victims), fitsMessage(a.Preemption.Placement, len(h.pods)))
+	case a.Fits:
+		out.Verdict, out.Message = debugapi.VerdictFits, fitsMessage(a.Placement, len(h.pods))
+	case a.Preemption != nil && a.Preemption.Possible:
+		out.Verdict = debugapi.VerdictFitsWithPreemption
+		out.Message = fmt.Sprintf("fits after preempting %d pods: %s", len(a.Preemption.Victims), fitsMessage(a.Preemption.Placement, len(h.pods)))
+	default:
+		out.Verdict, out.Message = debugapi.VerdictDoesNotFit, a.Infeasible.Reason
+		if a.Preemption != nil && a.Preemption.Reason != "" {
+			out.Message += "; no preemption: " + a.Preemption.Reason
+		}
+	}
+	return out, nil
+}
+
+func fitsMessage(p *debugapi.Placement, pods int) string {
+	nodes := map[string]bool{}
+	for _, n := range p.Pods {
+		nodes[n] = true
+	}
+	msg := fmt.Sprintf("%d of %d pods placed on %d nodes", len(p.Pods), pods, len(nodes))
+	var ds []string
+	for _, d := range p.Domains {
+		ds = append(ds, d)
+	}
+	sort.Strings(ds)
+	if len(ds) > 0 {
+		msg += " in " + strings.Join(ds, ", ")
+	}
+	return msg
+}

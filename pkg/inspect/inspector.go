@@ -1,0 +1,205 @@
+// Package inspect answers, inside a running Phalanx scheduler, the
+// questions kubectl phalanx asks: what the group cache holds, why a group
+// is pending, whether a group that does not exist yet would fit, and where
+// every group stands. It serves them as JSON (pkg/debugapi) under
+// /debug/phalanx.
+//
+// Answers come from the scheduler's own planner and view, not from a model
+// of them: the group cache the plugins use, a snapshot taken from the
+// scheduler's cache (the node state its next scheduling cycle sees,
+// assumed pods included), the room nominated to pending pods, the
+// topology plugin's memory of refused nodes and the preemption plugin's
+// victim search. The one thing that is not shared is the framework
+// snapshot itself: the scheduling loop rewrites it at every cycle without
+// a lock, so reading it from an HTTP handler would race. The inspector
+// therefore keeps a snapshot of its own, refreshed from the scheduler's
+// cache on every request, and a framework of each profile's PreFilter and
+// Filter plugins over that snapshot, so the probes of the profile's
+// filters (pod affinity, ports, volumes...) run exactly as they do in a
+// cycle.
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	backendcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkplugins "k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
+	phalanxqueuesort "github.com/phalanx-sched/phalanx/pkg/plugins/queuesort"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+)
+
+// phalanxPlugins are left out of the inspector's frameworks: in a probe
+// cycle they stand aside anyway, and building them twice would subscribe
+// them to the group cache twice.
+var phalanxPlugins = map[string]bool{
+	phalanxqueuesort.Name: true, gang.Name: true, topology.Name: true, preemption.Name: true,
+}
+
+// Options configure an Inspector.
+type Options struct {
+	// Identity names the replica in answers: its leader-election identity
+	// or host name.
+	Identity string
+	// Leading reports whether this replica is the one scheduling, and who
+	// is when it is not. nil: always (no leader election).
+	Leading func(ctx context.Context) (leading bool, leader string, err error)
+	// Parallelism is the scheduler's (KubeSchedulerConfiguration
+	// parallelism), for the probes; 0 takes the framework's default.
+	Parallelism int
+}
+
+// Inspector answers diagnostics questions for one scheduler.
+type Inspector struct {
+	opts  Options
+	sched *scheduler.Scheduler
+	fed   *groups.Fed
+
+	// mu serializes requests: they share snap and the probers' caches.
+	mu       sync.Mutex
+	snap     *backendcache.Snapshot
+	profiles map[string]*profile
+	names    []string
+}
+
+// profile is what the inspector keeps per scheduling profile.
+type profile struct {
+	name string
+	// real is the profile's framework, which the scheduling loop runs: its
+	// plugins, nominator and informers are read, its snapshot never.
+	real framework.Framework
+	// shadow runs the profile's PreFilter and Filter plugins over the
+	// inspector's snapshot.
+	shadow framework.Framework
+	prober *probe.Prober
+
+	topo *topology.Topology
+	pre  *preemption.Preemption
+	gang *gang.Gang
+}
+
+// New builds an inspector for sched, whose profiles cfg configured. Call
+// it where the scheduler is built, with the feature gates the scheduler
+// runs with: the frameworks and the snapshot read them once.
+func New(ctx context.Context, cfg []config.KubeSchedulerProfile, sched *scheduler.Scheduler, opts Options) (*Inspector, error) {
+	in := &Inspector{opts: opts, sched: sched, snap: backendcache.NewEmptySnapshot(), profiles: map[string]*profile{}}
+	for i := range cfg {
+		name := cfg[i].SchedulerName
+		real, ok := sched.Profiles[name]
+		if !ok {
+			return nil, fmt.Errorf("inspect: the scheduler has no profile %q", name)
+		}
+		p := &profile{name: name, real: real}
+		if pl, ok := instances.Get(real, topology.Name); ok {
+			p.topo = pl.(*topology.Topology)
+		}
+		if pl, ok := instances.Get(real, preemption.Name); ok {
+			p.pre = pl.(*preemption.Preemption)
+		}
+		if pl, ok := instances.Get(real, gang.Name); ok {
+			p.gang = pl.(*gang.Gang)
+		}
+		if p.gang == nil {
+			// Not a Phalanx profile: nothing of it to explain.
+			continue
+		}
+		shadow, err := newShadow(ctx, &cfg[i], real, in.snap, opts.Parallelism)
+		if err != nil {
+			return nil, fmt.Errorf("inspect: profile %s: %w", name, err)
+		}
+		p.shadow = shadow
+		p.prober = topology.NewProber(shadow)
+		in.profiles[name] = p
+		in.names = append(in.names, name)
+	}
+	if len(in.profiles) == 0 {
+		return nil, errors.New("inspect: no profile runs the Phalanx plugins")
+	}
+	slices.Sort(in.names)
+	fed, err := groups.Shared(ctx, sched.Profiles[in.names[0]].SharedInformerFactory(), sched.Profiles[in.names[0]].KubeConfig())
+	if err != nil {
+		return nil, err
+	}
+	in.fed = fed
+	return in, nil
+}
+
+// newShadow builds a framework with the PreFilter and Filter plugins real
+// runs, configured alike, over snap. It never schedules: it exists so the
+// probe of the profile's filters can run outside the scheduling loop.
+func newShadow(ctx context.Context, cfg *config.KubeSchedulerProfile, real framework.Framework, snap *backendcache.Snapshot, parallelism int) (framework.Framework, error) {
+	running := real.ListPlugins()
+	keep := func(ps []config.Plugin) []config.Plugin {
+		var out []config.Plugin
+		for _, p := range ps {
+			if !phalanxPlugins[p.Name] {
+				out = append(out, config.Plugin{Name: p.Name})
+			}
+		}
+		return out
+	}
+	all := []config.Plugin{{Name: "*"}}
+	prof := &config.KubeSchedulerProfile{
+		SchedulerName: cfg.SchedulerName + "/inspect",
+		PluginConfig:  cfg.PluginConfig,
+		Plugins: &config.Plugins{
+			// A framework must sort and bind; these never run.
+			QueueSort: config.PluginSet{Enabled: []config.Plugin{{Name: queuesort.Name}}, Disabled: all},
+			Bind:      config.PluginSet{Enabled: []config.Plugin{{Name: defaultbinder.Name}}, Disabled: all},
+			PreFilter: config.PluginSet{Enabled: keep(running.PreFilter.Enabled), Disabled: all},
+			Filter:    config.PluginSet{Enabled: keep(running.Filter.Enabled), Disabled: all},
+		},
+	}
+	opts := []frameworkruntime.Option{
+		frameworkruntime.WithClientSet(real.ClientSet()),
+		frameworkruntime.WithKubeConfig(real.KubeConfig()),
+		frameworkruntime.WithInformerFactory(real.SharedInformerFactory()),
+		frameworkruntime.WithSharedDRAManager(real.SharedDRAManager()),
+		frameworkruntime.WithSharedCSIManager(real.SharedCSIManager()),
+		frameworkruntime.WithSnapshotSharedLister(snap),
+		frameworkruntime.WithPodNominator(real),
+		frameworkruntime.WithLogger(klog.FromContext(ctx).WithName("inspect")),
+	}
+	if parallelism > 0 {
+		opts = append(opts, frameworkruntime.WithParallelism(parallelism))
+	}
+	return frameworkruntime.NewFramework(ctx, frameworkplugins.NewInTreeRegistry(), prof, opts...)
+}
+
+// refresh brings the inspector's snapshot up to the scheduler's cache and
+// returns its nodes. Callers hold in.mu.
+func (in *Inspector) refresh(ctx context.Context) ([]fwk.NodeInfo, error) {
+	if err := in.sched.Cache.UpdateSnapshot(klog.FromContext(ctx), in.snap); err != nil {
+		return nil, fmt.Errorf("snapshot the scheduler's cache: %w", err)
+	}
+	return in.snap.NodeInfos().List()
+}
+
+// profileFor picks the profile that schedules pods with schedulerName, or
+// the first Phalanx profile when no pod says.
+func (in *Inspector) profileFor(schedulerName string) (*profile, error) {
+	if schedulerName == "" {
+		return in.profiles[in.names[0]], nil
+	}
+	if p := in.profiles[schedulerName]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("this scheduler has no Phalanx profile %q (it runs %v)", schedulerName, in.names)
+}

@@ -1,0 +1,181 @@
+// Package schedulercmd is phalanx-scheduler's command: kube-scheduler's
+// own flags, configuration and run loop with the Phalanx plugins, plus a
+// graceful stop that drains gang binds (pkg/graceful) and the diagnostics
+// endpoints kubectl phalanx asks (pkg/inspect).
+//
+// app.NewSchedulerCommand cannot be used for either: it cancels
+// everything, Lease included, on the first signal and exits while binds are
+// in flight, and it keeps its options and scheduler to itself.
+//
+// kube-scheduler v1.37's app package builds its secure handler inside
+// app.Run (health, metrics, configz, flagz, statusz) and offers no way to
+// add a path to it, and app.NewSchedulerCommand keeps its options and the
+// scheduler it sets up to itself. So this package builds the command the
+// way NewSchedulerCommand does, calls app.Setup and app.Run unchanged, and
+// serves /debug/phalanx on a port of its own, --phalanx-port (10260), with
+// the very certificate, authenticator and authorizer app.Run's secure port
+// (10259) uses. Serving everything on 10259 would mean rebuilding
+// upstream's handler here and keeping it in step at every upgrade.
+package schedulercmd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/cli/globalflag"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/term"
+	"k8s.io/component-base/version/verflag"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
+	kubeschedulerconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	"github.com/phalanx-sched/phalanx/pkg/graceful"
+	"github.com/phalanx-sched/phalanx/pkg/inspect"
+)
+
+// DefaultPort is where /debug/phalanx is served: beside kube-scheduler's
+// 10259.
+const DefaultPort = 10260
+
+// DrainTimeoutFlag names the flag that bounds a graceful stop's wait.
+const DrainTimeoutFlag = "bind-drain-timeout"
+
+// NewCommand is phalanx-scheduler: kube-scheduler with the Phalanx plugins,
+// a graceful stop on SIGTERM or SIGINT (a second signal exits at once) and
+// the diagnostics port.
+func NewCommand() *cobra.Command {
+	opts := options.NewOptions()
+	port := DefaultPort
+	drainTimeout := graceful.DefaultDrainTimeout
+	cmd := &cobra.Command{
+		Use: "phalanx-scheduler",
+		Long: `phalanx-scheduler is kube-scheduler with the Phalanx plugins compiled in:
+gang scheduling, groups of gangs, topology-aware placement of whole groups
+and group-level preemption. It takes every kube-scheduler flag; enable the
+plugins in the --config profile. It also serves /debug/phalanx for
+kubectl phalanx (--phalanx-port).
+
+On SIGTERM it stops scheduling, lets nothing more through Permit, and
+waits up to --` + DrainTimeoutFlag + ` for the binds already let through,
+so that a gang it was binding ends bound whole, while it still holds its
+Lease; then it stops as kube-scheduler does.`,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			// Feature gates must be set before RunE reads them.
+			return opts.ComponentGlobalsRegistry.Set()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd, opts, port, drainTimeout)
+		},
+		Args: func(cmd *cobra.Command, args []string) error {
+			for _, a := range args {
+				if a != "" {
+					return fmt.Errorf("%q does not take any arguments, got %q", cmd.CommandPath(), args)
+				}
+			}
+			return nil
+		},
+	}
+	nfs := opts.Flags
+	verflag.AddFlags(nfs.FlagSet("global"))
+	globalflag.AddGlobalFlags(nfs.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
+	nfs.FlagSet("phalanx").IntVar(&port, "phalanx-port", port,
+		"HTTPS port of /debug/phalanx (kubectl phalanx explain, fit and top), on --bind-address, with the certificate, "+
+			"authentication and authorization of --secure-port; callers need get (and post, for fit) on the non-resource URL "+
+			"/debug/phalanx/*. 0 turns it off, as does --secure-port=0.")
+	nfs.FlagSet("phalanx").DurationVar(&drainTimeout, DrainTimeoutFlag, drainTimeout,
+		"On SIGTERM, how long to wait for the binds already let through Permit before stopping, so that no gang is left bound below its minimum. "+
+			"Keep it below the pod's terminationGracePeriodSeconds. 0 stops at once.")
+	for _, f := range nfs.FlagSets {
+		cmd.Flags().AddFlagSet(f)
+	}
+	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
+	cliflag.SetUsageAndHelpFunc(cmd, *nfs, cols)
+	if err := cmd.MarkFlagFilename("config", "yaml", "yml", "json"); err != nil {
+		klog.Background().Error(err, "Failed to mark flag filename")
+	}
+	return cmd
+}
+
+func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.Duration) error {
+	verflag.PrintAndExitIfRequested()
+	if drainTimeout < 0 {
+		return fmt.Errorf("--%s=%v: must not be negative", DrainTimeoutFlag, drainTimeout)
+	}
+	fg := opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
+	if err := logsapi.ValidateAndApply(opts.Logs, fg); err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		os.Exit(1)
+	}
+	cliflag.PrintFlags(cmd.Flags())
+	if opts.InformerName == nil {
+		name, err := cache.NewInformerName("kube-scheduler")
+		if err != nil {
+			return err
+		}
+		opts.InformerName = name
+	}
+	l := graceful.New(context.Background(), server.SetupSignalContext(), drainTimeout)
+	ctx := l.Context()
+	cc, sched, err := app.Setup(ctx, opts, l.Registry()...)
+	if err != nil {
+		return err
+	}
+	l.Attach(sched)
+	fg.(featuregate.MutableFeatureGate).AddMetrics()
+	opts.ComponentGlobalsRegistry.AddMetrics()
+
+	if port > 0 && cc.SecureServing != nil {
+		in, err := newInspector(ctx, cc.ComponentConfig.Profiles, int(cc.ComponentConfig.Parallelism), sched, cc.LeaderElection)
+		if err != nil {
+			return err
+		}
+		host, _, err := net.SplitHostPort(cc.SecureServing.Listener.Addr().String())
+		if err != nil {
+			return err
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return fmt.Errorf("listen on --phalanx-port: %w", err)
+		}
+		h := inspect.Secure(in.Handler(), cc.Authentication.Authenticator, cc.Authorization.Authorizer)
+		if err := inspect.Serve(ctx, cc.SecureServing, l, h); err != nil {
+			return err
+		}
+	}
+	return app.Run(ctx, cc, sched)
+}
+
+// newInspector builds the diagnostics of sched. With leader election, only
+// the replica holding the Lease answers; the others point at it.
+func newInspector(ctx context.Context, profiles []kubeschedulerconfig.KubeSchedulerProfile, parallelism int, sched *scheduler.Scheduler, le *leaderelection.LeaderElectionConfig) (*inspect.Inspector, error) {
+	opts := inspect.Options{Parallelism: parallelism}
+	if le == nil {
+		opts.Identity, _ = os.Hostname()
+		return inspect.New(ctx, profiles, sched, opts)
+	}
+	lock := le.Lock
+	opts.Identity = lock.Identity()
+	opts.Leading = func(ctx context.Context) (bool, string, error) {
+		rec, _, err := lock.Get(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		return rec.HolderIdentity == opts.Identity, rec.HolderIdentity, nil
+	}
+	return inspect.New(ctx, profiles, sched, opts)
+}
