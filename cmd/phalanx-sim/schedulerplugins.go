@@ -11,9 +11,9 @@ import (
 )
 
 // schedulerPluginsCRDAvailable reports whether the sandbox can serve
-// scheduler-plugins' PodGroups (their CRD is read from the Go module
-// cache). Without it the sandbox still starts; scenarios and samples of
-// that dialect then fail with a message saying so.
+// scheduler-plugins' PodGroups (their CRD is embedded; decoding it fails
+// only in a broken build). Without it the sandbox still starts; scenarios
+// and samples of that dialect then fail with a message saying so.
 func schedulerPluginsCRDAvailable() bool {
 	if _, err := sandbox.SchedulerPluginsCRD(); err != nil {
 		fmt.Fprintf(os.Stderr, "Note: scheduling.x-k8s.io PodGroups are not served: %v\n", err)
