@@ -74,8 +74,7 @@ var DefaultArms = []Arm{ArmPhalanx, ArmUpstream, ArmCeiling}
 // gang (GenericWorkload) and topology-aware (TopologyAwareWorkloadScheduling)
 // pod-group cycle. CompositePodGroup stays off: the cases use no composite
 // groups, and turning it on only slows upstream's pod-group cycle down
-// (an earlier measurement on this machine class: 100 → 24 pods/s on gang
-// 3 × 1,000).
+// (docs/benchmarks.md, the arms table, has the numbers).
 const DefaultUpstreamGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 
 // ParseArms parses a comma-separated list of arm names.

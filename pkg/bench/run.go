@@ -302,10 +302,9 @@ func warmWatchCaches(ctx context.Context, cl *sandbox.Cluster, ns string) error 
 	if _, err := cl.Phalanx.SchedulingV1alpha1().Workloads("").List(ctx, rv0); err != nil {
 		return fmt.Errorf("warm the Workload watch cache: %w", err)
 	}
-	// The first write of a just-installed CRD waits about 2 s as well
-	// (measured: the first PodGroup create took 2.0 s, the next ones 5 ms),
-	// which a live run would otherwise count: write one PodGroup (dry run)
-	// of each API first.
+	// The first write of a just-installed CRD waits too, about as long
+	// (docs/benchmarks.md, "What is measured"), which a live run would
+	// otherwise count: write one PodGroup (dry run) of each API first.
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	warm := &v1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: "warm-up", Namespace: ns},
