@@ -135,6 +135,9 @@ func inProcessMetrics() (report.Samples, error) {
 	return s, nil
 }
 
+// inProcessArm is Phalanx in the harness process: ready once started, its
+// metrics in this process's registry, its memory not separable from the
+// API server's and etcd's.
 type inProcessArm struct {
 	cl     *sandbox.Cluster
 	before report.Samples
@@ -164,6 +167,8 @@ func (a *inProcessArm) measure(ctx context.Context, res *report.Result, bound in
 	})
 }
 
+func (a *inProcessArm) stop(*report.Result) { a.cl.StopScheduler() }
+
 // metricsSettle bounds how long measure waits for a scheduler's metrics
 // to count every pod the watch saw bound.
 const metricsSettle = 5 * time.Second
@@ -187,8 +192,8 @@ func settledMetrics(ctx context.Context, bound int, scrape func() (*report.Sched
 	}
 }
 
-func (a *inProcessArm) stop(*report.Result) { a.cl.StopScheduler() }
-
+// childArm is a scheduler binary run as a child process, measured through
+// its /metrics and its own peak RSS.
 type childArm struct {
 	child        *childScheduler
 	profile      string
@@ -246,6 +251,7 @@ func (a *childArm) stop(res *report.Result) {
 	res.SchedulerCPUSeconds = a.child.stop().Seconds()
 }
 
+// binderArm is the bind ceiling: no scheduler, the harness's workers bind.
 type binderArm struct{ b *binder }
 
 func (a *binderArm) exited() <-chan struct{}                        { return nil }
