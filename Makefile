@@ -107,8 +107,8 @@ upstream-perf:
 	@mkdir -p $(dir $(PERF_JSON))
 	$(BIN)/phalanx-sim upstream-perf --labels '$(PERF_LABELS)' --workloads '$(PERF_WORKLOADS)' --arms $(PERF_ARMS) --json $(PERF_JSON)
 
-# The demo: every built-in scenario (tfjob, deadlock, balloons, multilevel)
-# on an in-process sandbox, with PASS/FAIL per expectation and an HTML
+# The demo: every built-in scenario (bin/phalanx-sim run --list) on an
+# in-process sandbox, with PASS/FAIL per expectation and an HTML
 # report; then the local sandbox to play with: a control plane, 32 simulated
 # GPU nodes in 2 zones × 4 racks, and the Phalanx scheduler, in one process.
 run:

@@ -72,10 +72,10 @@ func checkPerfDir(dir string) (string, error) {
 // operation or barrier gives up after PerfTimeout (upstream's runner allows
 // 10 minutes, 20 for its topology-aware workloads), or earlier when no pod
 // has been scheduled or deleted (a preemption's victims are progress too)
-// for PerfStall. Upstream's runner has no stall limit;
-// this one is long enough for upstream's own pod-group cycle, which on a
-// loaded 2-core machine spent more than 3 minutes on one attempt of a
-// 1,000-pod topology-aware gang on 5,000 nodes before binding anything.
+// for PerfStall. Upstream's runner has no stall limit; this one is long
+// enough for upstream's own pod-group cycle, one attempt of which at a
+// 1,000-pod topology-aware gang on 5,000 nodes can take minutes before
+// anything binds (docs/benchmarks.md, "Upstream's own workloads").
 const (
 	PerfTimeout = 20 * time.Minute
 	PerfStall   = 10 * time.Minute

@@ -94,13 +94,18 @@ type DomainLimit struct {
 
 // Pod is a pending member of a leaf group.
 type Pod struct {
-	Key   string // namespace/name, unique in a plan
-	Shape int    // index into Group.Shapes
+	// Key identifies the pod and must be unique in a plan; the planner only
+	// compares and sorts it. The scheduler passes the pod's UID (see
+	// topology.PodKey), so a pod deleted and recreated under the same name
+	// is a different pod; Plan.Assignments and Plan.Unplaced return the
+	// same keys.
+	Key   string
+	Shape int // index into Group.Shapes
 }
 
 // BoundPod is a member that is already bound or assumed.
 type BoundPod struct {
-	Key  string
+	Key  string // as Pod.Key: the scheduler passes the pod's UID
 	Node string // node name it is bound/assumed on
 }
 

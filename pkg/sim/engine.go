@@ -123,6 +123,7 @@ type runner struct {
 	priorities map[string]int32
 	order      groupOrder
 	ev         *evictions
+	client     *client // see api
 }
 
 // Run runs a scenario in a new namespace of the cluster, streaming a table
@@ -383,94 +384,10 @@ func (r *runner) create(ctx context.Context, c *Create) error {
 	return nil
 }
 
-// kindClient lists and deletes objects of one kind in the namespace.
-type kindClient struct {
-	list func(context.Context) ([]string, error)
-	del  func(context.Context, string) error
-}
-
-func (r *runner) kindClient(kind string) kindClient {
-	names := func(n int, name func(int) string) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = name(i)
-		}
-		return out
-	}
-	core, api := r.cl.Client, r.cl.Phalanx.SchedulingV1alpha1()
-	switch kind {
-	case "Pod":
-		return kindClient{
-			list: func(ctx context.Context) ([]string, error) {
-				l, err := core.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return nil, err
-				}
-				return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-			},
-			del: func(ctx context.Context, name string) error {
-				return core.CoreV1().Pods(r.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-			},
-		}
-	case "Job":
-		return kindClient{
-			list: func(ctx context.Context) ([]string, error) {
-				l, err := core.BatchV1().Jobs(r.ns).List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return nil, err
-				}
-				return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-			},
-			del: func(ctx context.Context, name string) error {
-				return core.BatchV1().Jobs(r.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
-			},
-		}
-	case "PodGroup":
-		return kindClient{
-			list: func(ctx context.Context) ([]string, error) {
-				l, err := api.PodGroups(r.ns).List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return nil, err
-				}
-				return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-			},
-			del: func(ctx context.Context, name string) error {
-				return api.PodGroups(r.ns).Delete(ctx, name, metav1.DeleteOptions{})
-			},
-		}
-	case "CompositePodGroup":
-		return kindClient{
-			list: func(ctx context.Context) ([]string, error) {
-				l, err := api.CompositePodGroups(r.ns).List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return nil, err
-				}
-				return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-			},
-			del: func(ctx context.Context, name string) error {
-				return api.CompositePodGroups(r.ns).Delete(ctx, name, metav1.DeleteOptions{})
-			},
-		}
-	default: // Workload; Validate allows no other kind.
-		return kindClient{
-			list: func(ctx context.Context) ([]string, error) {
-				l, err := api.Workloads(r.ns).List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return nil, err
-				}
-				return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-			},
-			del: func(ctx context.Context, name string) error {
-				return api.Workloads(r.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
-			},
-		}
-	}
-}
-
 // delete removes the objects a Delete names and waits until they are gone.
 func (r *runner) delete(ctx context.Context, d *Delete) error {
-	kc := r.kindClient(d.Kind)
-	have, err := kc.list(ctx)
+	kc := r.api().deletable(d.Kind)
+	have, err := kc.names(ctx)
 	if err != nil {
 		return fmt.Errorf("list %ss: %w", d.Kind, err)
 	}
@@ -488,18 +405,18 @@ func (r *runner) delete(ctx context.Context, d *Delete) error {
 		return fmt.Errorf("no %s %s in the scenario's namespace (it has %d: %s)", d.Kind, what, len(have), orNone(have))
 	}
 	for _, n := range targets {
-		if err := kc.del(ctx, n); err != nil && !apierrors.IsNotFound(err) {
+		if err := kc.delete(ctx, n); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete %s %s: %w", d.Kind, n, err)
 		}
 	}
-	return r.waitGone(ctx, d.Kind, kc.list, targets)
+	return r.waitGone(ctx, kc, targets)
 }
 
 // waitGone polls until none of names is listed.
-func (r *runner) waitGone(ctx context.Context, kind string, list func(context.Context) ([]string, error), names []string) error {
+func (r *runner) waitGone(ctx context.Context, res *kindAPI, names []string) error {
 	var left []string
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, defaultTimeout, true, func(ctx context.Context) (bool, error) {
-		have, err := list(ctx)
+		have, err := res.names(ctx)
 		if err != nil {
 			return false, err
 		}
@@ -516,26 +433,15 @@ func (r *runner) waitGone(ctx context.Context, kind string, list func(context.Co
 		return len(left) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%d %ss still there after %s (%s): %w", len(left), kind, defaultTimeout, strings.Join(left, ", "), err)
+		return fmt.Errorf("%d %ss still there after %s (%s): %w", len(left), res.kind, defaultTimeout, strings.Join(left, ", "), err)
 	}
 	return nil
 }
 
 // deleteNodes removes nodes and the pods bound to them.
 func (r *runner) deleteNodes(ctx context.Context, d *DeleteNodes) error {
-	nodes := r.cl.Client.CoreV1().Nodes()
-	listNodes := func(ctx context.Context) ([]string, error) {
-		l, err := nodes.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		out := make([]string, len(l.Items))
-		for i := range l.Items {
-			out[i] = l.Items[i].Name
-		}
-		return out, nil
-	}
-	have, err := listNodes(ctx)
+	nodes := r.api().nodes
+	have, err := nodes.names(ctx)
 	if err != nil {
 		return fmt.Errorf("list nodes: %w", err)
 	}
@@ -572,11 +478,11 @@ func (r *runner) deleteNodes(ctx context.Context, d *DeleteNodes) error {
 				return fmt.Errorf("delete pod %s/%s of node %s: %w", p.Namespace, p.Name, n, err)
 			}
 		}
-		if err := nodes.Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if err := nodes.delete(ctx, n); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete node %s: %w", n, err)
 		}
 	}
-	return r.waitGone(ctx, "node", listNodes, targets)
+	return r.waitGone(ctx, nodes, targets)
 }
 
 // wait runs a Wait and says whether its condition was met. An error is an
@@ -742,33 +648,28 @@ func (r *runner) teardown(parent context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), cleanupTimeout)
 	defer cancel()
 	var errs []error
+	api := r.api()
 	if r.ns != "" {
 		bg := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
-		all := metav1.ListOptions{}
-		api := r.cl.Phalanx.SchedulingV1alpha1()
-		errs = append(errs,
-			r.cl.Client.BatchV1().Jobs(r.ns).DeleteCollection(ctx, bg, all),
-			api.Workloads(r.ns).DeleteCollection(ctx, bg, all),
-			api.CompositePodGroups(r.ns).DeleteCollection(ctx, bg, all),
-			api.PodGroups(r.ns).DeleteCollection(ctx, bg, all))
-		if r.cl.SchedulerPlugins != nil {
-			errs = append(errs, r.cl.SchedulerPlugins.SchedulingV1alpha1().PodGroups(r.ns).DeleteCollection(ctx, bg, all))
+		for _, res := range []*kindAPI{api.jobs, api.workloads, api.composites, api.podGroups, api.schedulerPluginsPodGroups} {
+			if res != nil {
+				errs = append(errs, res.deleteAll(ctx, bg))
+			}
 		}
 		// Controllers may still be creating pods; delete until none are left.
-		pods := r.cl.Client.CoreV1().Pods(r.ns)
 		err := wait.PollUntilContextTimeout(ctx, 2*pollInterval, defaultTimeout, true, func(ctx context.Context) (bool, error) {
-			if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, all); err != nil {
+			if err := api.pods.deleteAll(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 				return false, err
 			}
-			l, err := pods.List(ctx, all)
-			return err == nil && len(l.Items) == 0, err
+			left, err := api.pods.names(ctx)
+			return err == nil && len(left) == 0, err
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("delete pods of %s: %w", r.ns, err))
 		}
 	}
 	for _, n := range r.nodes {
-		if err := r.cl.Client.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if err := api.nodes.delete(ctx, n); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete node %s: %w", n, err))
 		}
 	}
@@ -778,19 +679,7 @@ func (r *runner) teardown(parent context.Context) error {
 		}
 	}
 	if len(r.nodes) > 0 {
-		gone := r.nodes
-		err := r.waitGone(ctx, "node", func(ctx context.Context) ([]string, error) {
-			l, err := r.cl.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			out := make([]string, len(l.Items))
-			for i := range l.Items {
-				out[i] = l.Items[i].Name
-			}
-			return out, nil
-		}, gone)
-		errs = append(errs, err)
+		errs = append(errs, r.waitGone(ctx, api.nodes, r.nodes))
 	}
 	return errors.Join(errs...)
 }

@@ -87,33 +87,7 @@ func decodeInline(raw json.RawMessage, p *field.Path) (inlineObject, field.Error
 
 // createObject sends one object to the API server.
 func (r *runner) createObject(ctx context.Context, o inlineObject) error {
-	var err error
-	ns := r.ns
-	switch obj := o.obj.(type) {
-	case *corev1.Pod:
-		_, err = r.cl.Client.CoreV1().Pods(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
-	case *batchv1.Job:
-		_, err = r.cl.Client.BatchV1().Jobs(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
-	case *v1alpha1.PodGroup:
-		_, err = r.cl.Phalanx.SchedulingV1alpha1().PodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
-	case *v1alpha1.CompositePodGroup:
-		_, err = r.cl.Phalanx.SchedulingV1alpha1().CompositePodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
-	case *schedv1beta1.PodGroup:
-		_, err = r.cl.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
-	case *schedv1alpha3.CompositePodGroup:
-		_, err = r.cl.Client.SchedulingV1alpha3().CompositePodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
-	case *v1alpha1.Workload:
-		_, err = r.cl.Phalanx.SchedulingV1alpha1().Workloads(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
-	case *xv1alpha1.PodGroup:
-		if r.cl.SchedulerPlugins == nil {
-			err = fmt.Errorf("the cluster does not serve scheduler-plugins' scheduling.x-k8s.io PodGroups (install their CRD)")
-			break
-		}
-		_, err = r.cl.SchedulerPlugins.SchedulingV1alpha1().PodGroups(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
-	default:
-		err = fmt.Errorf("unsupported kind %s", o.kind)
-	}
-	if err != nil {
+	if err := r.api().create(ctx, o.obj); err != nil {
 		return fmt.Errorf("create %s %s: %w", o.kind, o.obj.GetName(), err)
 	}
 	return nil

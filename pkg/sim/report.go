@@ -142,7 +142,7 @@ func reportScenarioOf(i int, res *Result) reportScenario {
 	return out
 }
 
-// indent is the left padding of a row under its CompositePodGroup.
+// Indent is the left padding of a row under its CompositePodGroup.
 func (r reportRow) Indent() template.CSS {
 	return template.CSS(fmt.Sprintf("padding-left:%.1fem", 0.4+1.2*float64(r.Depth)))
 }

@@ -21,8 +21,8 @@ import (
 // rack 0, which is full; rack 1 holds a cheaper victim (lower priority).
 // The victim must be chosen in rack 0, where the member may go: evicting in
 // rack 1 would kill a pod for nothing and leave the member nominated, for
-// good, to a node it can never use (found by the randomized runner, seed
-// 15325: lower-priority pods then stayed pending beside free room).
+// good, to a node it can never use, and lower-priority pods would then stay
+// pending beside free room.
 func TestPodLevelPreemptionStaysInTheGroupsDomain(t *testing.T) {
 	c := preemptionCluster(t, nil)
 	ctx := context.Background()
@@ -57,9 +57,8 @@ func TestPodLevelPreemptionStaysInTheGroupsDomain(t *testing.T) {
 // basic-group members with upstream's evaluator) on a cluster whose only
 // lower-priority pods form a disruptionMode-all gang spread over both
 // nodes. An all-mode group is evicted entirely or not at all.
-// Upstream's DefaultPreemption knows nothing of Phalanx groups and evicted
-// the one member on the node it picked, leaving the gang split (found by
-// the randomized runner, seed 15325).
+// Upstream's DefaultPreemption knows nothing of Phalanx groups: on its own
+// it evicts the one member on the node it picked, leaving the gang split.
 func TestPodLevelPreemptionEvictsAllModeUnitsWhole(t *testing.T) {
 	c := preemptionCluster(t, nil)
 	rackNodes(t, c, "n", 1, 2, "4", nil)

@@ -308,10 +308,10 @@ func TestGangOfGangs(t *testing.T) {
 // nodes) holds b whole; rack 1 (one 4-cpu, 8Gi node) holds one pod. The
 // plan takes rack 0 for b, and a has no room there. Each child is its own
 // gang, so b binds and a waits. A member of a failing in PostFilter must
-// not release b's members waiting in Permit: it did, b's first waiting
-// member pulled a forward again, and the two went round without pause
-// (hundreds of attempts a second, starving every other pod) until b bound
-// by chance (found by the randomized runner).
+// not release b's members waiting in Permit: if it did, b's first waiting
+// member would pull a forward again, and the two would go round without
+// pause (hundreds of attempts a second, starving every other pod) until b
+// bound by chance.
 func TestBasicCompositeChildThatDoesNotFitDoesNotHoldBackItsSibling(t *testing.T) {
 	c := startCluster(t, sandbox.Options{Scheduler: true})
 	ctx := context.Background()
@@ -357,9 +357,9 @@ func TestBasicCompositeChildThatDoesNotFitDoesNotHoldBackItsSibling(t *testing.T
 // "a" (min 1 of 3 pods) and gang "b" (1 pod), every pod 3 cpu, on two
 // 4-cpu nodes. The plan places one member of a and b's member; the other
 // members of a have no room and are not needed. Its failure must not release
-// the members waiting for the plan's quorum: it did, the first of them
-// pulled it forward again, and the composite went round without pause,
-// most runs (found by the randomized runner).
+// the members waiting for the plan's quorum: if it did, the first of them
+// would pull it forward again, and the composite would go round without
+// pause.
 func TestMemberLeftOutOfThePlanDoesNotRestartTheGang(t *testing.T) {
 	c := startCluster(t, sandbox.Options{Scheduler: true})
 	addNodes(t, c, "n", 2, "4", 0)

@@ -22,7 +22,8 @@ import (
 // scheduler's rate would arrive). The first members wait well beyond 3 s,
 // yet none is released while the gang keeps arriving: all 8 bind, and no
 // member ever failed to schedule. With a per-pod timeout the first members
-// were released at 3 s, and the gang churned until its last member arrived.
+// would be released at 3 s, and the gang would churn until its last member
+// arrived.
 func TestSlowGangOutlastsPermitTimeout(t *testing.T) {
 	cfg := strings.Replace(string(config.SecondScheduler), "permitWaitingTimeSeconds: 60", "permitWaitingTimeSeconds: 3", 1)
 	require.Contains(t, cfg, "permitWaitingTimeSeconds: 3\n")
