@@ -18,7 +18,7 @@ func TestCacheMemberState(t *testing.T) {
 	add := func(opts ...podOpt) func(*Cache) {
 		return func(c *Cache) { c.AddOrUpdatePod(with(base, opts...)) }
 	}
-	assume := func(c *Cache) { c.MarkAssumed(base) }
+	assume := func(c *Cache) { c.MarkAssumedOn(base, "") }
 	unassume := func(c *Cache) { c.MarkPending(base) }
 
 	tests := []struct {
@@ -27,7 +27,7 @@ func TestCacheMemberState(t *testing.T) {
 		want  State
 	}{
 		{"a new pod is Pending", []func(*Cache){add()}, Pending},
-		{"MarkAssumed makes a pending pod Assumed", []func(*Cache){add(), assume}, Assumed},
+		{"MarkAssumedOn makes a pending pod Assumed", []func(*Cache){add(), assume}, Assumed},
 		{"an update without a node keeps an assumed pod Assumed", []func(*Cache){add(), assume, add(withLabel("x", "y"))}, Assumed},
 		{"an update with nodeName makes an assumed pod Bound", []func(*Cache){add(), assume, add(onNode("n1"))}, Bound},
 		{"an update with nodeName makes a pending pod Bound", []func(*Cache){add(), add(onNode("n1"))}, Bound},
@@ -89,7 +89,7 @@ func TestCacheMarkIgnoresUntrackedPods(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := NewCache()
 			c.SetPodGroup(podGroup("g", 1, ""))
-			c.MarkAssumed(tt.pod)
+			c.MarkAssumedOn(tt.pod, "")
 			c.MarkPending(tt.pod)
 			_, ok := c.GroupOf(tt.pod.UID)
 			assert.False(t, ok)
@@ -579,10 +579,10 @@ func TestCacheDeleteGroup(t *testing.T) {
 		c.SetComposite(composite("mid", 1, "root"))
 		c.SetPodGroup(podGroup("x", 1, "mid"))
 		addMembers(c, inPodGroup("x"), "x", Pending)
-		require.Equal(t, []string{"x-0"}, names(c.Members(cpgKey("root"), Is(Pending))), "precondition")
+		require.Equal(t, []string{"x-0"}, names(c.HierarchyMembersOf(cpgKey("root"), Is(Pending))), "precondition")
 
 		c.DeleteGroup(cpgKey("mid"))
-		assert.Empty(t, c.Members(cpgKey("root"), Is(Pending)), "the deleted composite's leaves are not root's members")
+		assert.Empty(t, c.HierarchyMembersOf(cpgKey("root"), Is(Pending)), "the deleted composite's leaves are not root's members")
 		assert.True(t, tracked(c, cpgKey("mid")), "kept as a placeholder while it has children")
 		assertConsistent(t, c)
 	})
@@ -605,7 +605,7 @@ func TestCacheMembers(t *testing.T) {
 		c.AddOrUpdatePod(newPod("a-a1", inPodGroup("a")))
 		bc := newPod("b-c", inPodGroup("b"))
 		c.AddOrUpdatePod(bc)
-		c.MarkAssumed(bc)
+		c.MarkAssumedOn(bc, "")
 		c.AddOrUpdatePod(newPod("b-x", inPodGroup("b"), inPhase(corev1.PodFailed)))
 		c.AddOrUpdatePod(newPod("c-0", inPodGroup("c"), onNode("n")))
 		c.AddOrUpdatePod(newPod("o-0", inPodGroup("other")))
@@ -631,7 +631,7 @@ func TestCacheMembers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := build()
-			assert.Equal(t, tt.want, names(c.Members(tt.key, tt.keep)))
+			assert.Equal(t, tt.want, names(c.HierarchyMembersOf(tt.key, tt.keep)))
 		})
 	}
 
@@ -662,7 +662,7 @@ func TestCacheMembers(t *testing.T) {
 		c.SetPodGroup(podGroup("b", 1, "ghost"))
 		addMembers(c, inPodGroup("a"), "a", Pending)
 		addMembers(c, inPodGroup("b"), "b", Pending)
-		assert.Equal(t, []string{"a-0"}, names(c.Members(pgKey("a"), Is(Pending))))
+		assert.Equal(t, []string{"a-0"}, names(c.HierarchyMembersOf(pgKey("a"), Is(Pending))))
 	})
 
 	t.Run("members are sorted by namespace before name", func(t *testing.T) {
@@ -676,7 +676,7 @@ func TestCacheMembers(t *testing.T) {
 			c.AddOrUpdatePod(newPod(n, inPodGroup("z")))
 			c.AddOrUpdatePod(newPod("y-"+n, inPodGroup("y")))
 		}
-		assert.Equal(t, []string{"a", "p1", "p10", "p2", "y-a", "y-p1", "y-p10", "y-p2"}, names(c.Members(pgKey("y"), Is(Pending))))
+		assert.Equal(t, []string{"a", "p1", "p10", "p2", "y-a", "y-p1", "y-p10", "y-p2"}, names(c.HierarchyMembersOf(pgKey("y"), Is(Pending))))
 	})
 }
 

@@ -11,6 +11,43 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
 
+// A leaf files each member under its state (Group.byState), so the
+// extension points that act on one state (Permit allows the assumed ones,
+// Unreserve rejects them, activation moves the pending ones) touch only
+// those, and counts are the sets' sizes.
+
+// addMember files a new member under its state.
+func (g *Group) addMember(uid types.UID, m *Member) {
+	g.members[uid] = m
+	if g.byState[m.State] == nil {
+		g.byState[m.State] = map[types.UID]*Member{}
+	}
+	g.byState[m.State][uid] = m
+	g.counts[m.State]++
+}
+
+// moveMember refiles member m under state to.
+func (g *Group) moveMember(uid types.UID, m *Member, to State) {
+	if m.State == to {
+		return
+	}
+	delete(g.byState[m.State], uid)
+	g.counts[m.State]--
+	m.State = to
+	if g.byState[to] == nil {
+		g.byState[to] = map[types.UID]*Member{}
+	}
+	g.byState[to][uid] = m
+	g.counts[to]++
+}
+
+// dropMember forgets member m.
+func (g *Group) dropMember(uid types.UID, m *Member) {
+	delete(g.members, uid)
+	delete(g.byState[m.State], uid)
+	g.counts[m.State]--
+}
+
 // sameMemberSpec reports whether two versions of a member agree on what
 // the scheduler validates across a hierarchy.
 func sameMemberSpec(a, b *corev1.Pod) bool {
@@ -23,7 +60,7 @@ func ptrEqual[T comparable](a, b *T) bool {
 }
 
 // stateOf derives a member's state from the API object; Assumed is only set
-// by the scheduler (MarkAssumed) and survives updates until the pod binds.
+// by the scheduler (MarkAssumedOn) and survives updates until the pod binds.
 func stateOf(pod *corev1.Pod, previous State) State {
 	switch {
 	case pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
@@ -58,19 +95,20 @@ func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
 	if a.Key.Kind == LabelKind {
 		if !g.Exists {
 			c.bumpLocked(g)
+			c.bumpStructureLocked()
 		}
 		g.Exists = true
 		g.Gang = true
 		g.PriorityFromMembers = true
 		if g.Created.IsZero() || pod.CreationTimestamp.Time.Before(g.Created) {
 			g.Created = pod.CreationTimestamp.Time
+			c.bumpStructureLocked()
 		}
 	}
 	m := g.members[pod.UID]
 	if m == nil {
 		m = &Member{State: Pending}
-		g.members[pod.UID] = m
-		g.counts[Pending]++
+		g.addMember(pod.UID, m)
 		c.bumpLocked(g)
 	} else if !sameMemberSpec(m.Pod, pod) {
 		c.bumpLocked(g)
@@ -86,9 +124,7 @@ func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
 		g.vote(next, a.MinAvailable, 1)
 		m.minAvailable = a.MinAvailable
 	}
-	g.counts[m.State]--
-	g.counts[next]++
-	m.State = next
+	g.moveMember(pod.UID, m, next)
 	m.Pod = pod
 	if next == Bound {
 		m.Node = pod.Spec.NodeName
@@ -186,13 +222,13 @@ func (c *Cache) DeletePod(pod *corev1.Pod) {
 
 func (c *Cache) removeMemberLocked(k Key, uid types.UID) {
 	delete(c.pods, uid)
+	delete(c.sortKeys, uid)
 	g := c.groups[k]
 	if g == nil {
 		return
 	}
 	if m := g.members[uid]; m != nil {
-		g.counts[m.State]--
-		delete(g.members, uid)
+		g.dropMember(uid, m)
 		c.bumpLocked(g)
 		if k.Kind == LabelKind {
 			g.vote(m.State, m.minAvailable, -1)
@@ -201,12 +237,10 @@ func (c *Cache) removeMemberLocked(k Key, uid types.UID) {
 	}
 	if k.Kind == LabelKind && len(g.members) == 0 {
 		g.Exists = false
+		c.bumpStructureLocked()
 	}
 	c.gcLocked(k)
 }
-
-// MarkAssumed records that the scheduler reserved the pod (Reserve).
-func (c *Cache) MarkAssumed(pod *corev1.Pod) { c.setState(pod, Assumed, "") }
 
 // MarkAssumedOn records that the scheduler reserved the pod on node.
 func (c *Cache) MarkAssumedOn(pod *corev1.Pod, node string) { c.setState(pod, Assumed, node) }
@@ -225,10 +259,7 @@ func (c *Cache) setState(pod *corev1.Pod, s State, node string) {
 	if m == nil || m.State == Bound || m.State == Finished {
 		return
 	}
-	g := c.groups[k]
-	g.counts[m.State]--
-	g.counts[s]++
-	m.State = s
+	c.groups[k].moveMember(pod.UID, m, s)
 	m.Node = node
 }
 
@@ -240,7 +271,7 @@ func (c *Cache) HierarchyMembers(pod *corev1.Pod, keep func(State) bool) []*core
 	if !grouped || err != nil {
 		return nil
 	}
-	return c.Members(a.Key, keep)
+	return c.HierarchyMembersOf(a.Key, keep)
 }
 
 // HierarchyCount counts the members in states passing keep across the
@@ -248,12 +279,9 @@ func (c *Cache) HierarchyMembers(pod *corev1.Pod, keep func(State) bool) []*core
 func (c *Cache) HierarchyCount(k Key, keep func(State) bool) int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	root := c.groups[k]
-	if root == nil {
+	root, ok := c.rootGroupLocked(k)
+	if !ok {
 		return 0
-	}
-	if chain, err := c.chainLocked(k); err == nil {
-		root = chain[len(chain)-1]
 	}
 	n := 0
 	c.walkLeavesLocked(root, 0, func(g *Group) {
@@ -266,18 +294,74 @@ func (c *Cache) HierarchyCount(k Key, keep func(State) bool) int {
 	return n
 }
 
-// Members is HierarchyMembers for the hierarchy that group k belongs to.
-func (c *Cache) Members(k Key, keep func(State) bool) []*corev1.Pod {
+// HierarchyMembersOf is HierarchyMembers for the hierarchy that group k
+// belongs to, whichever level of it k is.
+func (c *Cache) HierarchyMembersOf(k Key, keep func(State) bool) []*corev1.Pod {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	root, ok := c.rootGroupLocked(k)
+	if !ok {
+		return nil
+	}
+	return c.membersUnderLocked(root, 0, keep)
+}
+
+// HierarchyMembersIn returns the members in state s of the whole hierarchy
+// group k belongs to, in no particular order. It reads only the members in
+// that state and neither copies nor sorts the others, so the extension
+// points that run once per member (Permit, Unreserve) stay linear in what
+// they change. The pods are the informer's objects: do not modify them.
+func (c *Cache) HierarchyMembersIn(k Key, s State) []*corev1.Pod {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	root, ok := c.rootGroupLocked(k)
+	if !ok {
+		return nil
+	}
+	return c.membersInLocked(root, 0, s)
+}
+
+// SubtreeMembersIn is SubtreeMembers for the members in state s, in no
+// particular order (see HierarchyMembersIn).
+func (c *Cache) SubtreeMembersIn(k Key, s State) []*corev1.Pod {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	g := c.groups[k]
+	if g == nil {
+		return nil
+	}
+	return c.membersInLocked(g, c.depthLocked(k), s)
+}
+
+// rootGroupLocked returns the root of k's hierarchy, k itself when the
+// chain above it is broken; false when k is unknown.
+func (c *Cache) rootGroupLocked(k Key) (*Group, bool) {
 	root := c.groups[k]
 	if root == nil {
-		return nil
+		return nil, false
 	}
 	if chain, err := c.chainLocked(k); err == nil {
 		root = chain[len(chain)-1]
 	}
-	return c.membersUnderLocked(root, 0, keep)
+	return root, true
+}
+
+// depthLocked is how far k is below its root, 0 when the chain is broken.
+func (c *Cache) depthLocked(k Key) int {
+	if chain, err := c.chainLocked(k); err == nil {
+		return len(chain) - 1
+	}
+	return 0
+}
+
+func (c *Cache) membersInLocked(top *Group, depth int, s State) []*corev1.Pod {
+	var out []*corev1.Pod
+	c.walkLeavesLocked(top, depth, func(g *Group) {
+		for _, m := range g.byState[s] {
+			out = append(out, m.Pod)
+		}
+	})
+	return out
 }
 
 // SubtreeMembers returns the members of group k and of the groups below
@@ -291,19 +375,17 @@ func (c *Cache) SubtreeMembers(k Key, keep func(State) bool) []*corev1.Pod {
 	if g == nil {
 		return nil
 	}
-	depth := 0
-	if chain, err := c.chainLocked(k); err == nil {
-		depth = len(chain) - 1
-	}
-	return c.membersUnderLocked(g, depth, keep)
+	return c.membersUnderLocked(g, c.depthLocked(k), keep)
 }
 
 func (c *Cache) membersUnderLocked(top *Group, depth int, keep func(State) bool) []*corev1.Pod {
 	var out []*corev1.Pod
 	c.walkLeavesLocked(top, depth, func(g *Group) {
-		for _, m := range g.members {
-			if keep(m.State) {
-				out = append(out, m.Pod)
+		for s := State(0); s < numStates; s++ {
+			if keep(s) {
+				for _, m := range g.byState[s] {
+					out = append(out, m.Pod)
+				}
 			}
 		}
 	})
@@ -326,9 +408,11 @@ func (c *Cache) LeafMembers(k Key, keep func(State) bool) []*corev1.Pod {
 		return nil
 	}
 	out := make([]*corev1.Pod, 0, len(g.members))
-	for _, m := range g.members {
-		if keep(m.State) {
-			out = append(out, m.Pod)
+	for s := State(0); s < numStates; s++ {
+		if keep(s) {
+			for _, m := range g.byState[s] {
+				out = append(out, m.Pod)
+			}
 		}
 	}
 	return out
@@ -345,8 +429,8 @@ func (c *Cache) LeafPlaced(k Key) []Member {
 		return nil
 	}
 	out := make([]Member, 0, g.Placed())
-	for _, m := range g.members {
-		if m.State == Assumed || m.State == Bound {
+	for _, s := range []State{Assumed, Bound} {
+		for _, m := range g.byState[s] {
 			out = append(out, *m)
 		}
 	}

@@ -25,7 +25,12 @@ type Cache struct {
 	pods map[types.UID]Key
 	// lastRev hands out group revisions; see HierarchyRevision.
 	lastRev uint64
-	served  [numDialects]atomic.Bool
+	// structure moves with every change of a hierarchy's shape
+	// (bumpStructureLocked); sortKeys are the queue's remembered keys of
+	// members (SortFactsOf).
+	structure uint64
+	sortKeys  map[types.UID]*sortEntry
+	served    [numDialects]atomic.Bool
 }
 
 // bumpLocked gives g a new revision: something HierarchyRevision promises
@@ -58,6 +63,7 @@ func (c *Cache) gcLocked(k Key) {
 		return
 	}
 	delete(c.groups, k)
+	c.bumpStructureLocked()
 	if g.ParentName != "" {
 		pk := k.parent(g.ParentName)
 		if p := c.groups[pk]; p != nil {
@@ -74,6 +80,7 @@ func (c *Cache) SetGroup(k Key, spec Spec) {
 	defer c.mu.Unlock()
 	g := c.getOrCreateLocked(k)
 	c.bumpLocked(g)
+	c.bumpStructureLocked()
 	g.Exists = true
 	g.UID = spec.UID
 	g.Created = spec.Created
@@ -136,6 +143,7 @@ func (c *Cache) DeleteGroup(k Key) {
 	if g := c.groups[k]; g != nil {
 		g.Exists = false
 		c.bumpLocked(g)
+		c.bumpStructureLocked()
 		// A deleted object names no parent. Keeping the link would let
 		// Members walk from the old parent into the deleted group, and
 		// would keep placeholders that link to each other (a deleted
@@ -310,9 +318,16 @@ func (c *Cache) Quorum(pod *corev1.Pod, count Counter) (ok bool, short Shortfall
 	if !grouped || err != nil {
 		return !grouped, short, err
 	}
+	return c.QuorumOf(a.Key, count)
+}
+
+// QuorumOf is Quorum for a member of leaf group leaf, for callers that
+// hold the pod's View and need not parse its attachment again. The chain
+// is walked as the cache has it now, and the members counted now.
+func (c *Cache) QuorumOf(leaf Key, count Counter) (ok bool, short Shortfall, err error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	chain, err := c.chainLocked(a.Key)
+	chain, err := c.chainLocked(leaf)
 	if err != nil {
 		return false, short, err
 	}
@@ -497,6 +512,26 @@ func (c *Cache) Get(k Key) (Info, bool) {
 		return Info{}, false
 	}
 	return infoOf(g), true
+}
+
+// UnitOf returns the highest gang on the chain of leaf group leaf, as the
+// cache has it now: the members whose quorum a member of leaf counts
+// toward. false when the chain is broken or holds no gang.
+func (c *Cache) UnitOf(leaf Key) (Key, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	chain, err := c.chainLocked(leaf)
+	if err != nil {
+		return Key{}, false
+	}
+	var unit Key
+	found := false
+	for _, g := range chain {
+		if g.Gang {
+			unit, found = g.Key, true
+		}
+	}
+	return unit, found
 }
 
 // RootOf returns the root of k's hierarchy, false when it is broken.
