@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -55,6 +56,11 @@ type Gang struct {
 	groups *groups.Fed
 	args   Args
 	shared *shared
+
+	// podLister is the informer's pod lister, looked up once: the
+	// factory's lookup takes a lock and PreEnqueue runs for every pod the
+	// queue moves. Nil in tests that build the plugin by hand.
+	podLister corelisters.PodLister
 
 	// verdicts remembers validate's scan of a hierarchy's members; see
 	// groups.Cache.HierarchyRevision.
@@ -177,7 +183,8 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, d *Drain) (f
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{}}
+	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{},
+		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister()}
 	if err := pl.watchNodeDeletions(); err != nil {
 		return nil, fmt.Errorf("%s: watch node deletions: %w", Name, err)
 	}
@@ -238,7 +245,11 @@ func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	}
 	// The queue may hand the pod over before the group cache has added it:
 	// count it now rather than hold it for a member it does not know.
-	pl.groups.EnsurePod(pod, pl.handle.SharedInformerFactory().Core().V1().Pods().Lister())
+	pods := pl.podLister
+	if pods == nil {
+		pods = pl.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	}
+	pl.groups.EnsurePod(pod, pods)
 	ok, short, err := pl.groups.Quorum(pod, groups.ByExisting)
 	var invalid *groups.InvalidError
 	if errors.As(err, &invalid) {

@@ -138,6 +138,9 @@ type Topology struct {
 	prober   *probe.Prober
 	probeAll func() bool
 	nsLister corelisters.NamespaceLister
+	// podLister is looked up once (ensureMember runs every PreFilter);
+	// nil in tests that build the plugin by hand.
+	podLister corelisters.PodLister
 
 	// unusable warns about nodes the planner leaves out (nodewarn.go).
 	unusable nodeWarnings
@@ -176,11 +179,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	t := &Topology{
 		handle: h, groups: fed, status: w, args: args, opts: opts,
-		plans:    map[groups.Key]*plan{},
-		rejected: map[groups.Key]map[string]map[string]rejection{},
-		prober:   NewProber(h),
-		probeAll: sync.OnceValue(func() bool { return unknownFilters(h) }),
-		nsLister: h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
+		plans:     map[groups.Key]*plan{},
+		rejected:  map[groups.Key]map[string]map[string]rejection{},
+		prober:    NewProber(h),
+		probeAll:  sync.OnceValue(func() bool { return unknownFilters(h) }),
+		nsLister:  h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
+		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister(),
 	}
 	fed.Subscribe(t.groupChanged)
 	fed.SubscribeGone(t.forgetGroup)
