@@ -2,6 +2,7 @@ package groups
 
 import (
 	"errors"
+	"sort"
 	"testing"
 	"time"
 
@@ -642,6 +643,30 @@ func TestCacheMembers(t *testing.T) {
 		assert.Equal(t, []string{"a-a1", "a-b2", "b-c", "b-x", "c-0"}, names(c.SubtreeMembers(cpgKey("root"), all)), "the root: the whole hierarchy")
 		assert.Equal(t, []string{"b-c"}, names(c.SubtreeMembers(cpgKey("mid"), Is(Assumed))))
 		assert.Nil(t, c.SubtreeMembers(pgKey("unknown"), all))
+	})
+
+	t.Run("the per-state listings read one state, in no order, over the same scope", func(t *testing.T) {
+		c := build()
+		sorted := func(pods []*corev1.Pod) []string {
+			out := names(pods)
+			sort.Strings(out)
+			return out
+		}
+		for _, tt := range []struct {
+			key   Key
+			state State
+			whole []string // HierarchyMembersIn
+			sub   []string // SubtreeMembersIn
+		}{
+			{pgKey("a"), Bound, []string{"a-b2", "c-0"}, []string{"a-b2"}},
+			{cpgKey("mid"), Assumed, []string{"b-c"}, []string{"b-c"}},
+			{cpgKey("root"), Pending, []string{"a-a1"}, []string{"a-a1"}},
+			{pgKey("c"), Finished, []string{"b-x"}, nil},
+			{pgKey("unknown"), Pending, nil, nil},
+		} {
+			assert.Equal(t, tt.whole, sorted(c.HierarchyMembersIn(tt.key, tt.state)), "HierarchyMembersIn(%s, %d)", tt.key, tt.state)
+			assert.Equal(t, tt.sub, sorted(c.SubtreeMembersIn(tt.key, tt.state)), "SubtreeMembersIn(%s, %d)", tt.key, tt.state)
+		}
 	})
 
 	t.Run("HierarchyMembers resolves the pod's group and returns the same members", func(t *testing.T) {
