@@ -131,7 +131,7 @@ func addMembers(c *Cache, attach podOpt, prefix string, states ...State) []*core
 		c.AddOrUpdatePod(p)
 		switch s {
 		case Assumed:
-			c.MarkAssumed(p)
+			c.MarkAssumedOn(p, "")
 		case Bound:
 			p = with(p, onNode("node-1"))
 			c.AddOrUpdatePod(p)
@@ -191,11 +191,15 @@ func assertConsistent(t *testing.T, c *Cache) {
 		var tally [numStates]int
 		for uid, m := range g.members {
 			tally[m.State]++
+			assert.Same(t, m, g.byState[m.State][uid], "member %s is not filed under its state", uid)
 			assert.Equal(t, k, c.pods[uid], "pod index of member %s", uid)
 			assert.Equal(t, uid, m.Pod.UID, "member stored under another UID")
 			indexed++
 		}
 		assert.Equal(t, tally, g.counts, "counts of %s do not match its members", k)
+		for st := State(0); st < numStates; st++ {
+			assert.Len(t, g.byState[st], tally[st], "%s files members under state %d that it no longer has", k, st)
+		}
 		if !g.IsLeaf() {
 			assert.Empty(t, g.members, "composite %s has members", k)
 		}

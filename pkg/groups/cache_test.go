@@ -2,6 +2,7 @@ package groups
 
 import (
 	"errors"
+	"sort"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ func TestCacheMemberState(t *testing.T) {
 	add := func(opts ...podOpt) func(*Cache) {
 		return func(c *Cache) { c.AddOrUpdatePod(with(base, opts...)) }
 	}
-	assume := func(c *Cache) { c.MarkAssumed(base) }
+	assume := func(c *Cache) { c.MarkAssumedOn(base, "") }
 	unassume := func(c *Cache) { c.MarkPending(base) }
 
 	tests := []struct {
@@ -27,7 +28,7 @@ func TestCacheMemberState(t *testing.T) {
 		want  State
 	}{
 		{"a new pod is Pending", []func(*Cache){add()}, Pending},
-		{"MarkAssumed makes a pending pod Assumed", []func(*Cache){add(), assume}, Assumed},
+		{"MarkAssumedOn makes a pending pod Assumed", []func(*Cache){add(), assume}, Assumed},
 		{"an update without a node keeps an assumed pod Assumed", []func(*Cache){add(), assume, add(withLabel("x", "y"))}, Assumed},
 		{"an update with nodeName makes an assumed pod Bound", []func(*Cache){add(), assume, add(onNode("n1"))}, Bound},
 		{"an update with nodeName makes a pending pod Bound", []func(*Cache){add(), add(onNode("n1"))}, Bound},
@@ -89,7 +90,7 @@ func TestCacheMarkIgnoresUntrackedPods(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := NewCache()
 			c.SetPodGroup(podGroup("g", 1, ""))
-			c.MarkAssumed(tt.pod)
+			c.MarkAssumedOn(tt.pod, "")
 			c.MarkPending(tt.pod)
 			_, ok := c.GroupOf(tt.pod.UID)
 			assert.False(t, ok)
@@ -579,10 +580,10 @@ func TestCacheDeleteGroup(t *testing.T) {
 		c.SetComposite(composite("mid", 1, "root"))
 		c.SetPodGroup(podGroup("x", 1, "mid"))
 		addMembers(c, inPodGroup("x"), "x", Pending)
-		require.Equal(t, []string{"x-0"}, names(c.Members(cpgKey("root"), Is(Pending))), "precondition")
+		require.Equal(t, []string{"x-0"}, names(c.HierarchyMembersOf(cpgKey("root"), Is(Pending))), "precondition")
 
 		c.DeleteGroup(cpgKey("mid"))
-		assert.Empty(t, c.Members(cpgKey("root"), Is(Pending)), "the deleted composite's leaves are not root's members")
+		assert.Empty(t, c.HierarchyMembersOf(cpgKey("root"), Is(Pending)), "the deleted composite's leaves are not root's members")
 		assert.True(t, tracked(c, cpgKey("mid")), "kept as a placeholder while it has children")
 		assertConsistent(t, c)
 	})
@@ -605,7 +606,7 @@ func TestCacheMembers(t *testing.T) {
 		c.AddOrUpdatePod(newPod("a-a1", inPodGroup("a")))
 		bc := newPod("b-c", inPodGroup("b"))
 		c.AddOrUpdatePod(bc)
-		c.MarkAssumed(bc)
+		c.MarkAssumedOn(bc, "")
 		c.AddOrUpdatePod(newPod("b-x", inPodGroup("b"), inPhase(corev1.PodFailed)))
 		c.AddOrUpdatePod(newPod("c-0", inPodGroup("c"), onNode("n")))
 		c.AddOrUpdatePod(newPod("o-0", inPodGroup("other")))
@@ -631,7 +632,7 @@ func TestCacheMembers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := build()
-			assert.Equal(t, tt.want, names(c.Members(tt.key, tt.keep)))
+			assert.Equal(t, tt.want, names(c.HierarchyMembersOf(tt.key, tt.keep)))
 		})
 	}
 
@@ -642,6 +643,30 @@ func TestCacheMembers(t *testing.T) {
 		assert.Equal(t, []string{"a-a1", "a-b2", "b-c", "b-x", "c-0"}, names(c.SubtreeMembers(cpgKey("root"), all)), "the root: the whole hierarchy")
 		assert.Equal(t, []string{"b-c"}, names(c.SubtreeMembers(cpgKey("mid"), Is(Assumed))))
 		assert.Nil(t, c.SubtreeMembers(pgKey("unknown"), all))
+	})
+
+	t.Run("the per-state listings read one state, in no order, over the same scope", func(t *testing.T) {
+		c := build()
+		sorted := func(pods []*corev1.Pod) []string {
+			out := names(pods)
+			sort.Strings(out)
+			return out
+		}
+		for _, tt := range []struct {
+			key   Key
+			state State
+			whole []string // HierarchyMembersIn
+			sub   []string // SubtreeMembersIn
+		}{
+			{pgKey("a"), Bound, []string{"a-b2", "c-0"}, []string{"a-b2"}},
+			{cpgKey("mid"), Assumed, []string{"b-c"}, []string{"b-c"}},
+			{cpgKey("root"), Pending, []string{"a-a1"}, []string{"a-a1"}},
+			{pgKey("c"), Finished, []string{"b-x"}, nil},
+			{pgKey("unknown"), Pending, nil, nil},
+		} {
+			assert.Equal(t, tt.whole, sorted(c.HierarchyMembersIn(tt.key, tt.state)), "HierarchyMembersIn(%s, %d)", tt.key, tt.state)
+			assert.Equal(t, tt.sub, sorted(c.SubtreeMembersIn(tt.key, tt.state)), "SubtreeMembersIn(%s, %d)", tt.key, tt.state)
+		}
 	})
 
 	t.Run("HierarchyMembers resolves the pod's group and returns the same members", func(t *testing.T) {
@@ -662,7 +687,7 @@ func TestCacheMembers(t *testing.T) {
 		c.SetPodGroup(podGroup("b", 1, "ghost"))
 		addMembers(c, inPodGroup("a"), "a", Pending)
 		addMembers(c, inPodGroup("b"), "b", Pending)
-		assert.Equal(t, []string{"a-0"}, names(c.Members(pgKey("a"), Is(Pending))))
+		assert.Equal(t, []string{"a-0"}, names(c.HierarchyMembersOf(pgKey("a"), Is(Pending))))
 	})
 
 	t.Run("members are sorted by namespace before name", func(t *testing.T) {
@@ -676,7 +701,7 @@ func TestCacheMembers(t *testing.T) {
 			c.AddOrUpdatePod(newPod(n, inPodGroup("z")))
 			c.AddOrUpdatePod(newPod("y-"+n, inPodGroup("y")))
 		}
-		assert.Equal(t, []string{"a", "p1", "p10", "p2", "y-a", "y-p1", "y-p10", "y-p2"}, names(c.Members(pgKey("y"), Is(Pending))))
+		assert.Equal(t, []string{"a", "p1", "p10", "p2", "y-a", "y-p1", "y-p10", "y-p2"}, names(c.HierarchyMembersOf(pgKey("y"), Is(Pending))))
 	})
 }
 

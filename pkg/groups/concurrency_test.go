@@ -169,7 +169,7 @@ func TestCacheConcurrentUse(t *testing.T) {
 					c.DeletePod(newPod(podName(w, i)))
 					*m = modelPod{}
 				case op < 8:
-					c.MarkAssumed(newPod(podName(w, i)))
+					c.MarkAssumedOn(newPod(podName(w, i)), "")
 					m.mark(Assumed)
 				default:
 					c.MarkPending(newPod(podName(w, i)))
@@ -226,7 +226,7 @@ func TestCacheConcurrentUse(t *testing.T) {
 					assert.GreaterOrEqual(t, short.Have, 0)
 					assert.GreaterOrEqual(t, short.Need, 0)
 				case 1:
-					got := c.Members(k, Is(Pending, Assumed, Bound, Finished))
+					got := c.HierarchyMembersOf(k, Is(Pending, Assumed, Bound, Finished))
 					assert.True(t, sort.SliceIsSorted(got, func(i, j int) bool { return got[i].Name < got[j].Name }), "Members sorted")
 				case 2:
 					c.HierarchyMembers(p, Is(Assumed))

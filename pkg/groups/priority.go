@@ -16,10 +16,14 @@ import (
 // preemption policy is the root's, else its class's, else
 // PreemptLowerPriority. A class that does not exist is an error, not 0, so
 // the user learns about the typo instead of running at the wrong priority.
+// A nil classes knows no PriorityClass (a cache fed without informers).
 func ResolvePriority(root Info, classes schedulinglisters.PriorityClassLister) (int32, corev1.PreemptionPolicy, error) {
 	policy := corev1.PreemptLowerPriority
 	var class *schedulingv1.PriorityClass
 	switch {
+	case classes == nil && root.PriorityClassName != "":
+		return 0, policy, fmt.Errorf("PriorityClass %q of %s not found: create it or fix priorityClassName", root.PriorityClassName, root.Key)
+	case classes == nil:
 	case root.PriorityClassName != "":
 		pc, err := classes.Get(root.PriorityClassName)
 		if apierrors.IsNotFound(err) {

@@ -437,10 +437,10 @@ func TestMembersWithCyclicParents(t *testing.T) {
 	addMembers(c, inPodGroup("leaf"), "leaf", Pending, Bound)
 
 	t.Run("members of a leaf under a cycle are the leaf's own", func(t *testing.T) {
-		assert.Equal(t, []string{"leaf-0", "leaf-1"}, names(c.Members(pgKey("leaf"), Is(Pending, Bound))))
+		assert.Equal(t, []string{"leaf-0", "leaf-1"}, names(c.HierarchyMembersOf(pgKey("leaf"), Is(Pending, Bound))))
 	})
 	t.Run("members asked by a composite in the cycle are found without looping", func(t *testing.T) {
-		assert.Equal(t, []string{"leaf-0", "leaf-1"}, names(c.Members(cpgKey("b"), Is(Pending, Bound))))
+		assert.Equal(t, []string{"leaf-0", "leaf-1"}, names(c.HierarchyMembersOf(cpgKey("b"), Is(Pending, Bound))))
 	})
 }
 
@@ -475,7 +475,7 @@ func TestHierarchyBelowMaxDepth(t *testing.T) {
 		assert.Empty(t, l4.Children)
 	})
 	t.Run("the root's members leave out the level-five group's pods", func(t *testing.T) {
-		assert.Equal(t, []string{"ok-0"}, names(c.Members(pgKey("ok"), Is(Bound))))
+		assert.Equal(t, []string{"ok-0"}, names(c.HierarchyMembersOf(pgKey("ok"), Is(Bound))))
 	})
 	t.Run("the level-five group does not count toward the quorum", func(t *testing.T) {
 		sat, have, need := c.Satisfied(cpgKey("l4"), ByBound)

@@ -100,5 +100,5 @@ func TestHierarchyCount(t *testing.T) {
 	assert.Equal(t, 6, c.HierarchyCount(cpgKey("root"), Is(Pending, Assumed, Bound, Finished)))
 	assert.Equal(t, 0, c.HierarchyCount(pgKey("nope"), Is(Assumed)))
 	// The count agrees with the listing it replaces.
-	assert.Len(t, c.Members(pgKey("a"), Is(Assumed)), c.HierarchyCount(pgKey("a"), Is(Assumed)))
+	assert.Len(t, c.HierarchyMembersOf(pgKey("a"), Is(Assumed)), c.HierarchyCount(pgKey("a"), Is(Assumed)))
 }

@@ -369,11 +369,11 @@ func checkTree(t *testing.T, c *Cache, w world, keys []Key) {
 			}
 			assert.ElementsMatch(t, valid, slices.Collect(maps.Keys(seen)),
 				"TreeOf(%s) must hold exactly the groups with a valid hierarchy under root %s", k, want.root())
-			assert.Equal(t, orEmpty(w.podsUnder(want.root())), orEmpty(names(c.Members(k, Is(Pending, Assumed, Bound, Finished)))),
+			assert.Equal(t, orEmpty(w.podsUnder(want.root())), orEmpty(names(c.HierarchyMembersOf(k, Is(Pending, Assumed, Bound, Finished)))),
 				"Members(%s) must be the pods of every leaf under its root", k)
 		} else {
 			// A broken hierarchy still answers, from k down, without a pod twice.
-			got := names(c.Members(k, Is(Pending, Assumed, Bound, Finished)))
+			got := names(c.HierarchyMembersOf(k, Is(Pending, Assumed, Bound, Finished)))
 			assert.Len(t, got, len(slices.Compact(slices.Clone(got))), "Members(%s) repeats a pod", k)
 		}
 
@@ -493,7 +493,7 @@ func dumpCache(c *Cache, keys []Key, items []treeItem) string {
 			sat, have, need := c.Satisfied(k, ctr.c)
 			fmt.Fprintf(&b, "  satisfied(%s)=%v %d/%d\n", ctr.name, sat, have, need)
 		}
-		fmt.Fprintf(&b, "  members=%v\n", names(c.Members(k, Is(Pending, Assumed, Bound, Finished))))
+		fmt.Fprintf(&b, "  members=%v\n", names(c.HierarchyMembersOf(k, Is(Pending, Assumed, Bound, Finished))))
 		if k.Kind == PodGroupKind {
 			probe := newPod("probe", inPodGroup(k.Name))
 			ch, _, err := c.ChainOf(probe)

@@ -213,7 +213,9 @@ type Group struct {
 	// min-available value they carry.
 	minVotes map[int]int
 
-	members  map[types.UID]*Member
+	members map[types.UID]*Member
+	// byState holds the same members by state; counts are its sizes.
+	byState  [numStates]map[types.UID]*Member
 	counts   [numStates]int
 	children map[Key]struct{}
 	rev      uint64 // see Cache.HierarchyRevision
@@ -221,9 +223,6 @@ type Group struct {
 
 // IsLeaf reports whether the group holds pods (PodGroup or label group).
 func (g *Group) IsLeaf() bool { return g.Key.Kind != CompositeKind }
-
-// Count returns how many members are in state s.
-func (g *Group) Count(s State) int { return g.counts[s] }
 
 // Existing counts members that exist and are not finished.
 func (g *Group) Existing() int { return g.counts[Pending] + g.counts[Assumed] + g.counts[Bound] }

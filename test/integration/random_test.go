@@ -768,7 +768,7 @@ func (r *randomRunner) stuckCandidates() []string {
 				continue
 			}
 			seen[k] = true
-			for _, p := range fed.Members(k, groups.Is(groups.Assumed)) {
+			for _, p := range fed.HierarchyMembersIn(k, groups.Assumed) {
 				out = append(out, fmt.Sprintf("%s (group cache)", p.Name))
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -55,6 +56,11 @@ type Gang struct {
 	groups *groups.Fed
 	args   Args
 	shared *shared
+
+	// podLister is the informer's pod lister, looked up once: the
+	// factory's lookup takes a lock and PreEnqueue runs for every pod the
+	// queue moves. Nil in tests that build the plugin by hand.
+	podLister corelisters.PodLister
 
 	// verdicts remembers validate's scan of a hierarchy's members; see
 	// groups.Cache.HierarchyRevision.
@@ -111,6 +117,32 @@ type shared struct {
 	// complete remembers which hierarchies had all their members present,
 	// so held members are activated once, on the transition.
 	complete map[groups.Key]bool
+	// released holds the gang units whose current attempt already
+	// released its waiting members (rejectWaiting).
+	released map[groups.Key]bool
+}
+
+// releaseOnce reports whether the failure of a member of unit is the
+// first of the unit's attempt, and records that it released the members.
+func (s *shared) releaseOnce(unit groups.Key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released[unit] {
+		return false
+	}
+	if s.released == nil {
+		s.released = map[groups.Key]bool{}
+	}
+	s.released[unit] = true
+	return true
+}
+
+// attemptStarted records that a member of unit reserved: the next failure
+// is a new attempt's and must release what waits again.
+func (s *shared) attemptStarted(unit groups.Key) {
+	s.mu.Lock()
+	delete(s.released, unit)
+	s.mu.Unlock()
 }
 
 var (
@@ -151,7 +183,8 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, d *Drain) (f
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{}}
+	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{},
+		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister()}
 	if err := pl.watchNodeDeletions(); err != nil {
 		return nil, fmt.Errorf("%s: watch node deletions: %w", Name, err)
 	}
@@ -212,7 +245,11 @@ func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	}
 	// The queue may hand the pod over before the group cache has added it:
 	// count it now rather than hold it for a member it does not know.
-	pl.groups.EnsurePod(pod, pl.handle.SharedInformerFactory().Core().V1().Pods().Lister())
+	pods := pl.podLister
+	if pods == nil {
+		pods = pl.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	}
+	pl.groups.EnsurePod(pod, pods)
 	ok, short, err := pl.groups.Quorum(pod, groups.ByExisting)
 	var invalid *groups.InvalidError
 	if errors.As(err, &invalid) {
@@ -256,20 +293,21 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		// a member; there is nothing to validate or hold.
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	ch, grouped, err := pl.groups.ChainOf(pod)
-	if !grouped {
+	v := pl.groups.ViewFor(state, pod)
+	if !v.Grouped {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	if err != nil {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	if v.Err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.Err.Error())
 	}
-	if msg := pl.validate(pod, ch); msg != "" {
+	ch := v.Chain
+	if msg := pl.validate(pod, v); msg != "" {
 		for _, g := range ch {
 			pl.shared.status.Set(g.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonInvalid, msg))
 		}
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
-	ok, short, err := pl.groups.Quorum(pod, groups.ByExisting)
+	ok, short, err := pl.groups.ViewQuorum(v, groups.ByExisting)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
@@ -330,16 +368,20 @@ func podPolicy(p *corev1.Pod) corev1.PreemptionPolicy {
 // validate checks that all live members of the hierarchy agree with the
 // group (or, for a label group, with each other). It returns the user-facing
 // reason, "" when valid.
-func (pl *Gang) validate(pod *corev1.Pod, ch groups.Chain) string {
+func (pl *Gang) validate(pod *corev1.Pod, v *groups.View) string {
+	ch := v.Chain
 	for _, g := range ch {
 		if g.Invalid != "" {
 			return g.Invalid
 		}
 	}
 	root := ch.Root()
-	wantPriority, wantPolicy, policyMsg, err := wanted(pod, root, pl.groups.PriorityClasses)
-	if err != nil {
-		return err.Error()
+	if v.PriorityErr != nil {
+		return v.PriorityErr.Error()
+	}
+	wantPriority, wantPolicy, policyMsg := v.Priority, v.Policy, MsgPolicyMismatchWithGroup
+	if root.PriorityFromMembers {
+		policyMsg = MsgPolicyMismatch
 	}
 	check := func(m *corev1.Pod) string { return mismatch(m, pod, wantPriority, wantPolicy, policyMsg) }
 	if msg := check(pod); msg != "" {
@@ -351,12 +393,12 @@ func (pl *Gang) validate(pod *corev1.Pod, ch groups.Chain) string {
 	rev, known := pl.groups.HierarchyRevision(ch.Leaf().Key)
 	want := verdict{rev: rev, priority: wantPriority, policy: wantPolicy, schedulerName: pod.Spec.SchedulerName}
 	pl.verdictMu.Lock()
-	v, seen := pl.verdicts[root.Key]
+	memo, seen := pl.verdicts[root.Key]
 	pl.verdictMu.Unlock()
-	if known && seen && v.rev == want.rev && v.priority == want.priority && v.policy == want.policy && v.schedulerName == want.schedulerName {
-		return v.msg
+	if known && seen && memo.rev == want.rev && memo.priority == want.priority && memo.policy == want.policy && memo.schedulerName == want.schedulerName {
+		return memo.msg
 	}
-	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Pending, groups.Assumed, groups.Bound)) {
+	for _, m := range pl.groups.HierarchyMembersOf(v.Leaf(), groups.Is(groups.Pending, groups.Assumed, groups.Bound)) {
 		if want.msg = check(m); want.msg != "" {
 			break
 		}
@@ -421,33 +463,47 @@ func Disagreement(ref *corev1.Pod, members []*corev1.Pod, root groups.Info, clas
 }
 
 // Reserve records the member as assumed: it now counts toward quorum.
-func (pl *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, node string) *fwk.Status {
+func (pl *Gang) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Pod, node string) *fwk.Status {
 	pl.groups.MarkAssumedOn(pod, node)
+	if unit, ok := pl.gangUnit(state, pod); ok {
+		// A new attempt of the gang: its next failure must release the
+		// members that reserve from now on.
+		pl.shared.attemptStarted(unit)
+	}
 	return nil
 }
 
 // Unreserve undoes Reserve and releases every waiting member of the
 // hierarchy: a gang whose member failed cannot reach quorum this round,
 // and its reservations would only block others.
-func (pl *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+func (pl *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ string) {
 	pl.groups.MarkPending(pod)
 	pl.shared.binds.release(pod.UID)
 	pl.shared.drain.finish(pod.UID, false)
-	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s was released; the gang retries as a unit", pod.Namespace, pod.Name))
+	pl.rejectWaiting(ctx, state, pod, fmt.Sprintf("member %s/%s was released; the gang retries as a unit", pod.Namespace, pod.Name))
 }
 
-func (pl *Gang) rejectWaiting(ctx context.Context, pod *corev1.Pod, msg string) {
+// rejectWaiting releases the members of pod's gang that wait in Permit.
+// Only the first failure of an attempt does the work: each member it
+// rejects comes back through Unreserve, and a failing n-member gang would
+// otherwise list its members n times to reject nobody new. A member that
+// reserves after that starts a new attempt (Reserve), whose first failure
+// releases again.
+func (pl *Gang) rejectWaiting(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, msg string) {
 	root, known := pl.hierarchyOf(pod.UID)
 	pl.shared.attempts.failed(root, known, pod.UID, pl.args.permitLimit())
 	if known {
 		pl.shared.deadlines.done(root)
 		pl.shared.room.forgetHierarchy(root)
 	}
-	unit, ok := pl.gangUnit(pod)
+	unit, ok := pl.gangUnit(state, pod)
 	if !ok {
 		return // no gang waits for this pod
 	}
-	for _, m := range pl.groups.SubtreeMembers(unit, groups.Is(groups.Assumed)) {
+	if !pl.shared.releaseOnce(unit) {
+		return // this attempt's first failure released the waiting members
+	}
+	for _, m := range pl.groups.SubtreeMembersIn(unit, groups.Assumed) {
 		if m.UID == pod.UID {
 			continue
 		}
@@ -464,36 +520,32 @@ func (pl *Gang) rejectWaiting(ctx context.Context, pod *corev1.Pod, msg string) 
 // fails. Siblings under a basic composite are not in it: releasing a child
 // gang whenever its basic sibling fits nowhere made the two take turns
 // forever, the waiting child re-activating the failing one each round.
-// false when no group of the chain is a gang.
-func (pl *Gang) gangUnit(pod *corev1.Pod) (groups.Key, bool) {
-	ch, grouped, err := pl.groups.ChainOf(pod)
-	if !grouped || err != nil {
+// false when no group of the chain is a gang. The chain is read as the
+// cache has it now (Unreserve may run long after the cycle's PreFilter),
+// from the leaf the cycle's View already parsed.
+func (pl *Gang) gangUnit(state fwk.CycleState, pod *corev1.Pod) (groups.Key, bool) {
+	v := pl.groups.ViewFor(state, pod)
+	if !v.Grouped {
 		return groups.Key{}, false
 	}
-	var unit groups.Key
-	found := false
-	for _, g := range ch {
-		if g.Gang {
-			unit, found = g.Key, true
-		}
-	}
-	return unit, found
+	return pl.groups.UnitOf(v.Leaf())
 }
 
 // Permit lets a member through once its whole hierarchy has quorum, and
 // then lets every other waiting member through too.
-func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, node string) (*fwk.Status, time.Duration) {
-	ok, short, err := pl.groups.Quorum(pod, groups.ByPlaced)
+func (pl *Gang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, node string) (*fwk.Status, time.Duration) {
+	v := pl.groups.ViewFor(state, pod)
+	ok, short, err := pl.groups.ViewQuorum(v, groups.ByPlaced)
 	if err != nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error()), 0
 	}
 	if ok {
-		if msg := pl.reservedOnDeletedNode(pod, node); msg != "" {
+		if msg := pl.reservedOnDeletedNode(pod, node, v); msg != "" {
 			// Unreserve of this member releases the waiting ones.
 			return fwk.NewStatus(fwk.Unschedulable, msg), 0
 		}
 		root, grouped := pl.hierarchyOf(pod.UID)
-		waiting, pods := pl.waitingToAllow(pod)
+		waiting, pods := pl.waitingToAllow(pod, v)
 		group := ""
 		if grouped {
 			group = root.String()
@@ -513,15 +565,16 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 		return nil, 0
 	}
 	var own time.Duration
-	if leaf, ok := pl.groups.GroupOf(pod.UID); ok {
+	leaf, tracked := pl.groups.GroupOf(pod.UID)
+	if tracked {
 		own = pl.groups.HierarchyWaitTimeout(leaf)
 	}
-	if leaf, ok := pl.groups.GroupOf(pod.UID); ok && pl.groups.HierarchyCount(leaf, groups.Is(groups.Assumed)) <= 1 {
+	if tracked && pl.groups.HierarchyCount(leaf, groups.Is(groups.Assumed)) <= 1 {
 		// First member of this attempt: pull siblings of its gang that sit
 		// in backoff or the unschedulable queue forward instead of waiting
 		// for a flush, and tell the user the gang is assembling.
-		if unit, ok := pl.gangUnit(pod); ok {
-			pl.activatePods(pl.groups.SubtreeMembers(unit, groups.Is(groups.Pending)))
+		if unit, ok := pl.gangUnit(state, pod); ok {
+			pl.activatePods(pl.groups.SubtreeMembersIn(unit, groups.Pending))
 		}
 		pl.eventIfStillWaiting(pod, own)
 	}
@@ -540,7 +593,7 @@ func (pl *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, n
 func (pl *Gang) expireGang(root groups.Key, reason string) {
 	pl.shared.attempts.timedOut(root)
 	pl.shared.room.forgetHierarchy(root)
-	for _, m := range pl.groups.Members(root, groups.Is(groups.Assumed)) {
+	for _, m := range pl.groups.HierarchyMembersIn(root, groups.Assumed) {
 		if wp := pl.handle.GetWaitingPod(m.UID); wp != nil {
 			wp.Reject(Name, reason)
 		}
@@ -640,12 +693,17 @@ func (pl *Gang) eventIfStillWaiting(pod *corev1.Pod, own time.Duration) {
 	})
 }
 
-// waitingToAllow returns the members of pod's hierarchy that wait in
-// Permit and whose chain has quorum now, with their pods.
-func (pl *Gang) waitingToAllow(pod *corev1.Pod) ([]fwk.WaitingPod, []*corev1.Pod) {
+// waitingToAllow returns the members of pod's hierarchy (v's) that wait in
+// Permit and whose chain has quorum now, with their pods. Members of one
+// leaf share a chain, so its quorum is counted once per leaf.
+func (pl *Gang) waitingToAllow(pod *corev1.Pod, v *groups.View) ([]fwk.WaitingPod, []*corev1.Pod) {
+	if !v.Grouped {
+		return nil, nil
+	}
 	var waiting []fwk.WaitingPod
 	var pods []*corev1.Pod
-	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
+	quorum := map[groups.Key]bool{}
+	for _, m := range pl.groups.HierarchyMembersIn(v.Leaf(), groups.Assumed) {
 		if m.UID == pod.UID {
 			continue
 		}
@@ -653,7 +711,17 @@ func (pl *Gang) waitingToAllow(pod *corev1.Pod) ([]fwk.WaitingPod, []*corev1.Pod
 		if wp == nil {
 			continue
 		}
-		if ok, _, err := pl.groups.Quorum(m, groups.ByPlaced); ok && err == nil {
+		leaf, tracked := pl.groups.GroupOf(m.UID)
+		if !tracked {
+			continue
+		}
+		ok, seen := quorum[leaf]
+		if !seen {
+			q, _, err := pl.groups.QuorumOf(leaf, groups.ByPlaced)
+			ok = q && err == nil
+			quorum[leaf] = ok
+		}
+		if ok {
 			waiting = append(waiting, wp)
 			pods = append(pods, m)
 		}
@@ -668,17 +736,14 @@ func (pl *Gang) waitingToAllow(pod *corev1.Pod) ([]fwk.WaitingPod, []*corev1.Pod
 // it) from evicting victims for one member of a gang that cannot be placed
 // as a whole.
 func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	ch, grouped, err := pl.groups.ChainOf(pod)
-	if !grouped {
+	v := pl.groups.ViewFor(state, pod)
+	if !v.Grouped {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	if err != nil {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	if v.Err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.Err.Error())
 	}
-	gang := false
-	for _, g := range ch {
-		gang = gang || g.Gang
-	}
+	ch, gang := v.Chain, v.Gang
 	if gang && topology.Surplus(state) {
 		// The plan reaches the gang's minimum without this member: the
 		// siblings waiting in Permit are the ones planned, and releasing
@@ -687,7 +752,7 @@ func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("the gang's plan reaches its minimum without member %s, which waits for room while the planned members go ahead", pod.Name))
 	}
-	pl.rejectWaiting(ctx, pod, fmt.Sprintf("member %s/%s fits on no node; the gang retries as a unit", pod.Namespace, pod.Name))
+	pl.rejectWaiting(ctx, state, pod, fmt.Sprintf("member %s/%s fits on no node; the gang retries as a unit", pod.Namespace, pod.Name))
 	if refusedInPreFilter(statuses, pl.handle) {
 		// This plugin's PreFilter refused the member (an invalid or
 		// incomplete group, one larger than the cluster, minResources
@@ -697,18 +762,22 @@ func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev
 	if !gang {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	if pl.validate(pod, ch) != "" {
+	if pl.validate(pod, v) != "" {
 		// PreFilter rejected the group and already said why.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
-	if ok, _, _ := pl.groups.Quorum(pod, groups.ByExisting); !ok {
+	if ok, _, _ := pl.groups.ViewQuorum(v, groups.ByExisting); !ok {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
 	if pl.tooLarge(ch) != "" {
 		// PreFilter rejected the gang for its size and already said why.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
-	leaf := ch.Leaf()
+	// The counts in the message are the cache's now, not the view's.
+	leaf, ok := pl.groups.Get(v.Leaf())
+	if !ok {
+		leaf = ch.Leaf()
+	}
 	summary, byPlanner := pl.summarize(statuses)
 	msg := fmt.Sprintf("member %s fits on no node (%s); %d/%d members placed", pod.Name, summary, leaf.Placed, leaf.MinCount)
 	if !byPlanner {
@@ -799,6 +868,7 @@ func (pl *Gang) groupChanged(k groups.Key, object bool) {
 func (pl *Gang) forgetGroup(k groups.Key) {
 	pl.shared.mu.Lock()
 	delete(pl.shared.complete, k)
+	delete(pl.shared.released, k)
 	pl.shared.mu.Unlock()
 	pl.shared.events.forgetGroup(k)
 	pl.shared.capacity.forget(k)
@@ -820,7 +890,7 @@ func (pl *Gang) forgetVerdict(k groups.Key) {
 
 // activate moves the pending members of k's hierarchy to the active queue.
 func (pl *Gang) activate(k groups.Key) {
-	pl.activatePods(pl.groups.Members(k, groups.Is(groups.Pending)))
+	pl.activatePods(pl.groups.HierarchyMembersIn(k, groups.Pending))
 }
 
 func (pl *Gang) activatePods(pending []*corev1.Pod) {

@@ -55,7 +55,7 @@ func (pl *Gang) rejectWaitingOn(node string) {
 // reservation on a node that no longer exists. "" when every node exists.
 // It closes the race with watchNodeDeletions when quorum is reached just
 // as a node goes away.
-func (pl *Gang) reservedOnDeletedNode(pod *corev1.Pod, node string) string {
+func (pl *Gang) reservedOnDeletedNode(pod *corev1.Pod, node string, v *groups.View) string {
 	nodes := pl.handle.SharedInformerFactory().Core().V1().Nodes().Lister()
 	gone := func(name string) bool {
 		_, err := nodes.Get(name)
@@ -64,13 +64,26 @@ func (pl *Gang) reservedOnDeletedNode(pod *corev1.Pod, node string) string {
 	if gone(node) {
 		return fmt.Sprintf("node %s of member %s/%s was deleted; the gang retries as a unit", node, pod.Namespace, pod.Name)
 	}
-	for _, m := range pl.groups.HierarchyMembers(pod, groups.Is(groups.Assumed)) {
+	if !v.Grouped {
+		return ""
+	}
+	// The members come in no order; the first by name is reported, so the
+	// message does not change from one try to the next.
+	var first *corev1.Pod
+	var firstNode string
+	for _, m := range pl.groups.HierarchyMembersIn(v.Leaf(), groups.Assumed) {
 		if m.UID == pod.UID {
 			continue
 		}
-		if wp := pl.handle.GetWaitingPod(m.UID); wp != nil && gone(wp.GetPod().Spec.NodeName) {
-			return fmt.Sprintf("node %s of member %s/%s was deleted; the gang retries as a unit", wp.GetPod().Spec.NodeName, m.Namespace, m.Name)
+		if first != nil && (first.Namespace < m.Namespace || first.Namespace == m.Namespace && first.Name < m.Name) {
+			continue
 		}
+		if wp := pl.handle.GetWaitingPod(m.UID); wp != nil && gone(wp.GetPod().Spec.NodeName) {
+			first, firstNode = m, wp.GetPod().Spec.NodeName
+		}
+	}
+	if first != nil {
+		return fmt.Sprintf("node %s of member %s/%s was deleted; the gang retries as a unit", firstNode, first.Namespace, first.Name)
 	}
 	return ""
 }

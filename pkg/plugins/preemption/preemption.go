@@ -116,38 +116,27 @@ func (*Preemption) Name() string { return Name }
 // member pod by pod (pods.go). An invalid group is left to the other
 // PostFilter plugins (Unschedulable lets the next one run).
 func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	ch, grouped, err := p.groups.ChainOf(pod)
-	if !grouped {
+	v := p.groups.ViewFor(state, pod)
+	if !v.Grouped {
 		return p.preemptPod(ctx, state, pod, statuses)
 	}
-	if err != nil {
+	if v.Err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	if rejectedByGang(statuses, p.handle) {
 		// The group itself is invalid or incomplete: evicting cannot help.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	gang := false
-	for _, g := range ch {
-		gang = gang || g.Gang
-	}
-	if !gang {
+	if !v.Gang {
 		// Best-effort groups gain from every single pod placed.
 		return p.preemptPod(ctx, state, pod, statuses)
 	}
-	root := ch.Root()
+	ch, root := v.Chain, v.Chain.Root()
 	logger := klog.FromContext(ctx)
-	if root.PriorityFromMembers {
-		// A label gang or scheduler-plugins PodGroup has no group priority
-		// of its own; its members share the pod's (PreFilter enforces it).
-		root.Priority = pod.Spec.Priority
-		if root.Priority == nil {
-			zero := int32(0)
-			root.Priority = &zero
-		}
-		root.PreemptionPolicy = pod.Spec.PreemptionPolicy
-	}
-	prio, policy, err := groups.ResolvePriority(root, p.groups.PriorityClasses)
+	// A label gang or scheduler-plugins PodGroup has no group priority of
+	// its own; the view then holds the pod's, which its members share
+	// (PreFilter enforces it).
+	prio, policy, err := v.Priority, v.Policy, v.PriorityErr
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}

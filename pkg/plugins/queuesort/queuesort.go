@@ -10,7 +10,6 @@ package queuesort
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -40,33 +39,36 @@ func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error
 // Name returns the plugin name.
 func (*QueueSort) Name() string { return Name }
 
+// sortKey is what Less compares. Every field is a value: the group's name
+// comes formatted from the cache (SortFactsOf), which remembers it per
+// member, so a comparison neither resolves a hierarchy nor formats a
+// string.
 type sortKey struct {
 	priority int32
 	// partial: the pod's gang has members bound but fewer than its
 	// minimum, e.g. after a scheduler stopped in the middle of its binds.
 	partial bool
-	created time.Time
+	created int64  // unix nanoseconds
 	group   string // "" for plain pods
-	pod     string
+	// namespace and name of the pod, compared as "namespace/name".
+	namespace, name string
 }
 
 func (q *QueueSort) key(e fwk.QueuedEntityInfo) sortKey {
-	k := sortKey{priority: e.GetPriority(), created: e.GetTimestamp()}
+	k := sortKey{priority: e.GetPriority(), created: e.GetTimestamp().UnixNano()}
 	pi, ok := e.(interface{ GetPodInfo() fwk.PodInfo })
 	if !ok || pi.GetPodInfo() == nil {
 		return k
 	}
 	pod := pi.GetPodInfo().GetPod()
-	k.pod = pod.Namespace + "/" + pod.Name
-	k.created = pod.CreationTimestamp.Time
-	if ch, grouped, err := q.groups.ChainOf(pod); grouped && err == nil {
-		root := ch.Root()
+	k.namespace, k.name = pod.Namespace, pod.Name
+	k.created = pod.CreationTimestamp.UnixNano()
+	if f, grouped := q.groups.SortFactsOf(pod); grouped {
 		// The queue has the pod's own priority; members share the group's
 		// (PreFilter rejects groups whose members disagree).
-		k.created = time.Unix(0, root.Created)
-		k.group = root.Key.String()
-		leaf := ch.Leaf()
-		k.partial = leaf.Gang && leaf.Bound > 0 && leaf.Bound < leaf.MinCount
+		k.created = f.Created
+		k.group = f.RootName
+		k.partial = f.Partial
 	}
 	return k
 }
@@ -84,8 +86,8 @@ func (q *QueueSort) Less(a, b fwk.QueuedEntityInfo) bool {
 		// priority from taking the room its last members need.
 		return ka.partial
 	}
-	if !ka.created.Equal(kb.created) {
-		return ka.created.Before(kb.created)
+	if ka.created != kb.created {
+		return ka.created < kb.created
 	}
 	if ka.group != kb.group {
 		// Grouped pods before plain pods created in the same instant, then
@@ -95,8 +97,42 @@ func (q *QueueSort) Less(a, b fwk.QueuedEntityInfo) bool {
 		}
 		return ka.group < kb.group
 	}
-	if ka.pod != kb.pod {
-		return ka.pod < kb.pod
+	if c := compareJoined(ka.namespace, ka.name, kb.namespace, kb.name); c != 0 {
+		return c < 0
 	}
 	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+// compareJoined compares a1+"/"+a2 with b1+"/"+b2 without building either.
+func compareJoined(a1, a2, b1, b2 string) int {
+	ai, bi := 0, 0
+	la, lb := len(a1)+1+len(a2), len(b1)+1+len(b2)
+	at := func(s1, s2 string, i int) byte {
+		switch {
+		case i < len(s1):
+			return s1[i]
+		case i == len(s1):
+			return '/'
+		default:
+			return s2[i-len(s1)-1]
+		}
+	}
+	for ai < la && bi < lb {
+		ca, cb := at(a1, a2, ai), at(b1, b2, bi)
+		if ca != cb {
+			if ca < cb {
+				return -1
+			}
+			return 1
+		}
+		ai++
+		bi++
+	}
+	switch {
+	case la < lb:
+		return -1
+	case la > lb:
+		return 1
+	}
+	return 0
 }

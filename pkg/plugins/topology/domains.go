@@ -42,15 +42,11 @@ func readDomains(state fwk.CycleState) map[string]string {
 	return d.(*domainState).domains
 }
 
-// pinnedDomains returns, for every group of root's hierarchy that has a
+// pinnedDomains returns, for every group of the hierarchy tree that has a
 // topology key, the domain its assumed or bound members already occupy.
-// It walks the hierarchy, so PreFilter calls it only when there is no
-// feasible plan to take the domains from.
-func (t *Topology) pinnedDomains(root groups.Key) map[string]string {
-	tree, err := t.groups.TreeOf(root)
-	if err != nil {
-		return nil
-	}
+// It walks the hierarchy, so it runs once per infeasible plan, and the
+// plan's members read the result (plan.pinned).
+func (t *Topology) pinnedDomains(tree *groups.Tree) map[string]string {
 	nodes := t.handle.SnapshotSharedLister().NodeInfos()
 	out := map[string]string{}
 	// walk returns the node of some placed member under tr, "" if none.

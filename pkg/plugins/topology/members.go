@@ -10,5 +10,9 @@ import (
 // the cache has added it, and a plan made then would leave it out, parked
 // as unschedulable until some unrelated cluster event.
 func (t *Topology) ensureMember(pod *corev1.Pod) {
-	t.groups.EnsurePod(pod, t.handle.SharedInformerFactory().Core().V1().Pods().Lister())
+	pods := t.podLister
+	if pods == nil {
+		pods = t.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	}
+	t.groups.EnsurePod(pod, pods)
 }

@@ -111,9 +111,13 @@ type plan struct {
 	snapshot    fingerprint
 	assignments map[string]string // pod key -> node
 	domains     map[string]string // group key string -> domain value
-	keys        map[string]string // group key string -> topology key
 	nominated   []*corev1.Pod
 	infeasible  *placement.Infeasible
+	// pinned are, for an infeasible plan, the domains the hierarchy's
+	// placed members already occupy (pinnedDomains), found once from the
+	// tree the plan was made from. The plan only answers while the
+	// snapshot is unchanged, and a member reserved or bound changes it.
+	pinned map[string]string
 }
 
 // Topology implements the planning extension points.
@@ -134,6 +138,9 @@ type Topology struct {
 	prober   *probe.Prober
 	probeAll func() bool
 	nsLister corelisters.NamespaceLister
+	// podLister is looked up once (ensureMember runs every PreFilter);
+	// nil in tests that build the plugin by hand.
+	podLister corelisters.PodLister
 
 	// unusable warns about nodes the planner leaves out (nodewarn.go).
 	unusable nodeWarnings
@@ -172,11 +179,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	t := &Topology{
 		handle: h, groups: fed, status: w, args: args, opts: opts,
-		plans:    map[groups.Key]*plan{},
-		rejected: map[groups.Key]map[string]map[string]rejection{},
-		prober:   NewProber(h),
-		probeAll: sync.OnceValue(func() bool { return unknownFilters(h) }),
-		nsLister: h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
+		plans:     map[groups.Key]*plan{},
+		rejected:  map[groups.Key]map[string]map[string]rejection{},
+		prober:    NewProber(h),
+		probeAll:  sync.OnceValue(func() bool { return unknownFilters(h) }),
+		nsLister:  h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
+		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister(),
 	}
 	fed.Subscribe(t.groupChanged)
 	fed.SubscribeGone(t.forgetGroup)
@@ -203,12 +211,14 @@ func (t *Topology) groupChanged(k groups.Key, object bool) {
 // Name returns the plugin name.
 func (*Topology) Name() string { return Name }
 
-func (t *Topology) rootOf(pod *corev1.Pod) (groups.Key, bool) {
-	a, grouped, err := groups.Attach(pod)
-	if !grouped || err != nil {
+// rootOf returns the root of the pod's hierarchy as the cache has it now,
+// from the leaf the cycle's View parsed.
+func (t *Topology) rootOf(state fwk.CycleState, pod *corev1.Pod) (groups.Key, bool) {
+	v := t.groups.ViewFor(state, pod)
+	if !v.Grouped {
 		return groups.Key{}, false
 	}
-	return t.groups.RootOf(a.Key)
+	return t.groups.RootOf(v.Leaf())
 }
 
 // PreFilter narrows a member to its planned node, planning the group first
@@ -217,10 +227,11 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 	if probe.Is(state) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	root, ok := t.rootOf(pod)
-	if !ok {
+	v := t.groups.ViewFor(state, pod)
+	if !v.Resolved() {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	root := v.Root()
 	t.ensureMember(pod)
 	key := PodKey(pod)
 	p := t.usablePlan(root, key)
@@ -231,7 +242,7 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 		}
 	}
 	if p.infeasible != nil {
-		writeDomains(state, t.pinnedDomains(root))
+		writeDomains(state, p.pinned)
 		return nil, fwk.NewStatus(fwk.Unschedulable, p.infeasible.Reason)
 	}
 	writeDomains(state, p.domains)
@@ -239,10 +250,9 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 	if !ok {
 		MarkSurplus(state)
 		msg := fmt.Sprintf("no room for member %s in its group's domain: %d members placed by the plan", pod.Name, len(p.assignments))
-		if a, grouped, err := groups.Attach(pod); grouped && err == nil {
-			if info, ok := t.groups.Get(a.Key); ok && info.Bound == 0 {
-				t.status.Set(a.Key, groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
-			}
+		leaf := v.Leaf()
+		if info, ok := t.groups.Get(leaf); ok && info.Bound == 0 {
+			t.status.Set(leaf, groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
@@ -313,6 +323,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	switch {
 	case errors.As(err, &inf):
 		p.infeasible = inf
+		p.pinned = t.pinnedDomains(tree)
 		logger.V(3).Info("Group cannot be placed", "group", root, "reason", inf.Reason)
 		t.reportInfeasible(tree, inf)
 	case err != nil:
@@ -320,8 +331,6 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	default:
 		p.assignments = result.Assignments
 		p.domains = result.Domains
-		p.keys = map[string]string{}
-		collectKeys(tree, p.keys)
 		p.nominated = t.nominate(logger, tree, result.Assignments)
 		t.reportChoices(logger, tree, result.Choices)
 		logger.V(4).Info("Planned group", "group", root, "pods", len(result.Assignments), "domains", result.Domains)
@@ -334,15 +343,6 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 		t.unnominate(old, p)
 	}
 	return p, nil
-}
-
-func collectKeys(t *groups.Tree, into map[string]string) {
-	if t.TopologyKey != "" {
-		into[t.Key.String()] = t.TopologyKey
-	}
-	for _, ch := range t.Children {
-		collectKeys(ch, into)
-	}
 }
 
 // nominate records the planned node of every pending member, so other pods'
@@ -465,10 +465,11 @@ func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *corev1.P
 	if probe.Is(state) {
 		return nil
 	}
-	ch, grouped, err := t.groups.ChainOf(pod)
-	if !grouped || err != nil {
+	v := t.groups.ViewFor(state, pod)
+	if !v.Resolved() {
 		return nil
 	}
+	ch := v.Chain
 	domains := readDomains(state)
 	if domains == nil {
 		t.mu.Lock()
@@ -504,7 +505,7 @@ func (t *Topology) PostFilter(ctx context.Context, state fwk.CycleState, pod *co
 		// The plan stands: it did not count on this member.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	if root, ok := t.rootOf(pod); ok {
+	if root, ok := t.rootOf(state, pod); ok {
 		t.mu.Lock()
 		p := t.plans[root]
 		t.mu.Unlock()
@@ -529,8 +530,8 @@ func (*Topology) Reserve(context.Context, fwk.CycleState, *corev1.Pod, string) *
 
 // Unreserve drops the plan: a member failed after reserving, so the gang
 // retries as a unit and must not trust room computed before.
-func (t *Topology) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
-	if root, ok := t.rootOf(pod); ok {
+func (t *Topology) Unreserve(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ string) {
+	if root, ok := t.rootOf(state, pod); ok {
 		t.drop(root)
 	}
 }

@@ -3,7 +3,6 @@ package groups
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +25,12 @@ type Cache struct {
 	pods map[types.UID]Key
 	// lastRev hands out group revisions; see HierarchyRevision.
 	lastRev uint64
-	served  [numDialects]atomic.Bool
+	// structure moves with every change of a hierarchy's shape
+	// (bumpStructureLocked); sortKeys are the queue's remembered keys of
+	// members (SortFactsOf).
+	structure uint64
+	sortKeys  map[types.UID]*sortEntry
+	served    [numDialects]atomic.Bool
 }
 
 // bumpLocked gives g a new revision: something HierarchyRevision promises
@@ -36,35 +40,9 @@ func (c *Cache) bumpLocked(g *Group) {
 	g.rev = c.lastRev
 }
 
-// sameMemberSpec reports whether two versions of a member agree on what
-// the scheduler validates across a hierarchy.
-func sameMemberSpec(a, b *corev1.Pod) bool {
-	return ptrEqual(a.Spec.Priority, b.Spec.Priority) && ptrEqual(a.Spec.PreemptionPolicy, b.Spec.PreemptionPolicy) &&
-		a.Spec.SchedulerName == b.Spec.SchedulerName
-}
-
-func ptrEqual[T comparable](a, b *T) bool {
-	return (a == nil) == (b == nil) && (a == nil || *a == *b)
-}
-
 // NewCache returns an empty cache.
 func NewCache() *Cache {
 	return &Cache{groups: map[Key]*Group{}, pods: map[types.UID]Key{}}
-}
-
-// stateOf derives a member's state from the API object; Assumed is only set
-// by the scheduler (MarkAssumed) and survives updates until the pod binds.
-func stateOf(pod *corev1.Pod, previous State) State {
-	switch {
-	case pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		return Finished
-	case pod.Spec.NodeName != "":
-		return Bound
-	case previous == Assumed:
-		return Assumed
-	default:
-		return Pending
-	}
 }
 
 // getOrCreateLocked returns the group for k, creating a placeholder (Exists
@@ -85,6 +63,7 @@ func (c *Cache) gcLocked(k Key) {
 		return
 	}
 	delete(c.groups, k)
+	c.bumpStructureLocked()
 	if g.ParentName != "" {
 		pk := k.parent(g.ParentName)
 		if p := c.groups[pk]; p != nil {
@@ -95,207 +74,13 @@ func (c *Cache) gcLocked(k Key) {
 	}
 }
 
-// AddOrUpdatePod records a pod. Pods in no group, or with a malformed
-// attachment, are not tracked (PreEnqueue reports the malformation).
-func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
-	a, grouped, err := Attach(pod)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	oldKey, known := c.pods[pod.UID]
-	if !grouped || err != nil {
-		if known {
-			c.removeMemberLocked(oldKey, pod.UID)
-		}
-		return
-	}
-	if known && oldKey != a.Key {
-		c.removeMemberLocked(oldKey, pod.UID)
-		known = false
-	}
-	g := c.getOrCreateLocked(a.Key)
-	if a.Key.Kind == LabelKind {
-		if !g.Exists {
-			c.bumpLocked(g)
-		}
-		g.Exists = true
-		g.Gang = true
-		g.PriorityFromMembers = true
-		if g.Created.IsZero() || pod.CreationTimestamp.Time.Before(g.Created) {
-			g.Created = pod.CreationTimestamp.Time
-		}
-	}
-	m := g.members[pod.UID]
-	if m == nil {
-		m = &Member{State: Pending}
-		g.members[pod.UID] = m
-		g.counts[Pending]++
-		c.bumpLocked(g)
-	} else if !sameMemberSpec(m.Pod, pod) {
-		c.bumpLocked(g)
-	}
-	next := stateOf(pod, m.State)
-	if (next == Finished) != (m.State == Finished) {
-		c.bumpLocked(g)
-	}
-	if a.Key.Kind == LabelKind {
-		if m.Pod != nil {
-			g.vote(m.State, m.minAvailable, -1)
-		}
-		g.vote(next, a.MinAvailable, 1)
-		m.minAvailable = a.MinAvailable
-	}
-	g.counts[m.State]--
-	g.counts[next]++
-	m.State = next
-	m.Pod = pod
-	if next == Bound {
-		m.Node = pod.Spec.NodeName
-	}
-	c.pods[pod.UID] = a.Key
-	if a.Key.Kind == LabelKind {
-		c.labelMinimumLocked(g)
-	}
-}
-
-// vote adds (sign 1) or removes (sign -1) the min-available of a label
-// group member in state s from the group's tally. Finished members have no
-// say in the group's minimum.
-func (g *Group) vote(s State, minAvailable, sign int) {
-	if s == Finished {
-		return
-	}
-	if g.minVotes == nil {
-		g.minVotes = map[int]int{}
-	}
-	g.minVotes[minAvailable] += sign
-	if g.minVotes[minAvailable] <= 0 {
-		delete(g.minVotes, minAvailable)
-	}
-}
-
-// MsgMinAvailableMismatch starts the reason a label group whose members
-// disagree on min-available is refused with.
-const MsgMinAvailableMismatch = "all pods in a single pod group should have the same min-available"
-
-// labelMinimumLocked derives a label group's minimum from its live members.
-// Members that disagree make the group invalid until they agree; its
-// minimum is then the largest any member asks for, so it does not move
-// with whichever member changed last, and no member binds below what any
-// of them asked for.
-func (c *Cache) labelMinimumLocked(g *Group) {
-	minCount, invalid := g.MinCount, ""
-	if len(g.minVotes) > 0 {
-		minCount = 0
-		for v := range g.minVotes {
-			minCount = max(minCount, v)
-		}
-	}
-	if len(g.minVotes) > 1 {
-		invalid = minAvailableDisagreement(g)
-	}
-	if minCount != g.MinCount || invalid != g.Invalid {
-		g.MinCount, g.Invalid = minCount, invalid
-		c.bumpLocked(g)
-	}
-}
-
-// maxNamed bounds the pod names listed per min-available value.
-const maxNamed = 3
-
-// minAvailableDisagreement names the live members of g by the
-// min-available they carry, largest value first.
-func minAvailableDisagreement(g *Group) string {
-	byValue := map[int][]string{}
-	for _, m := range g.members {
-		if m.State != Finished && m.Pod != nil {
-			byValue[m.minAvailable] = append(byValue[m.minAvailable], m.Pod.Name)
-		}
-	}
-	values := make([]int, 0, len(byValue))
-	for v := range byValue {
-		values = append(values, v)
-	}
-	sort.Sort(sort.Reverse(sort.IntSlice(values)))
-	parts := make([]string, 0, len(values))
-	for _, v := range values {
-		names := byValue[v]
-		sort.Strings(names)
-		who := "pod " + names[0]
-		if len(names) > 1 {
-			shown := names[:min(len(names), maxNamed)]
-			who = "pods " + strings.Join(shown, ", ")
-			if rest := len(names) - len(shown); rest > 0 {
-				who += fmt.Sprintf(" and %d more", rest)
-			}
-		}
-		parts = append(parts, fmt.Sprintf("%s %s=%d", who, v1alpha1.LightweightMinAvailableLabel, v))
-	}
-	return MsgMinAvailableMismatch + ": " + strings.Join(parts, "; ")
-}
-
-// DeletePod forgets a pod.
-func (c *Cache) DeletePod(pod *corev1.Pod) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if k, ok := c.pods[pod.UID]; ok {
-		c.removeMemberLocked(k, pod.UID)
-	}
-}
-
-func (c *Cache) removeMemberLocked(k Key, uid types.UID) {
-	delete(c.pods, uid)
-	g := c.groups[k]
-	if g == nil {
-		return
-	}
-	if m := g.members[uid]; m != nil {
-		g.counts[m.State]--
-		delete(g.members, uid)
-		c.bumpLocked(g)
-		if k.Kind == LabelKind {
-			g.vote(m.State, m.minAvailable, -1)
-			c.labelMinimumLocked(g)
-		}
-	}
-	if k.Kind == LabelKind && len(g.members) == 0 {
-		g.Exists = false
-	}
-	c.gcLocked(k)
-}
-
-// MarkAssumed records that the scheduler reserved the pod (Reserve).
-func (c *Cache) MarkAssumed(pod *corev1.Pod) { c.setState(pod, Assumed, "") }
-
-// MarkAssumedOn records that the scheduler reserved the pod on node.
-func (c *Cache) MarkAssumedOn(pod *corev1.Pod, node string) { c.setState(pod, Assumed, node) }
-
-// MarkPending records that a reservation was undone (Unreserve).
-func (c *Cache) MarkPending(pod *corev1.Pod) { c.setState(pod, Pending, "") }
-
-func (c *Cache) setState(pod *corev1.Pod, s State, node string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k, ok := c.pods[pod.UID]
-	if !ok {
-		return
-	}
-	m := c.groups[k].members[pod.UID]
-	if m == nil || m.State == Bound || m.State == Finished {
-		return
-	}
-	g := c.groups[k]
-	g.counts[m.State]--
-	g.counts[s]++
-	m.State = s
-	m.Node = node
-}
-
 // SetGroup records the definition of group object k, in any dialect.
 func (c *Cache) SetGroup(k Key, spec Spec) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.getOrCreateLocked(k)
 	c.bumpLocked(g)
+	c.bumpStructureLocked()
 	g.Exists = true
 	g.UID = spec.UID
 	g.Created = spec.Created
@@ -358,6 +143,7 @@ func (c *Cache) DeleteGroup(k Key) {
 	if g := c.groups[k]; g != nil {
 		g.Exists = false
 		c.bumpLocked(g)
+		c.bumpStructureLocked()
 		// A deleted object names no parent. Keeping the link would let
 		// Members walk from the old parent into the deleted group, and
 		// would keep placeholders that link to each other (a deleted
@@ -532,9 +318,16 @@ func (c *Cache) Quorum(pod *corev1.Pod, count Counter) (ok bool, short Shortfall
 	if !grouped || err != nil {
 		return !grouped, short, err
 	}
+	return c.QuorumOf(a.Key, count)
+}
+
+// QuorumOf is Quorum for a member of leaf group leaf, for callers that
+// hold the pod's View and need not parse its attachment again. The chain
+// is walked as the cache has it now, and the members counted now.
+func (c *Cache) QuorumOf(leaf Key, count Counter) (ok bool, short Shortfall, err error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	chain, err := c.chainLocked(a.Key)
+	chain, err := c.chainLocked(leaf)
 	if err != nil {
 		return false, short, err
 	}
@@ -603,17 +396,6 @@ func (c *Cache) satisfiedLocked(g *Group, count Counter, depth int) (bool, int, 
 	return sat > 0, sat, 1
 }
 
-// HierarchyMembers returns the members whose state passes keep, of every
-// leaf under the root of the pod's hierarchy, sorted by name for
-// determinism. The pods are the informer's objects: do not modify them.
-func (c *Cache) HierarchyMembers(pod *corev1.Pod, keep func(State) bool) []*corev1.Pod {
-	a, grouped, err := Attach(pod)
-	if !grouped || err != nil {
-		return nil
-	}
-	return c.Members(a.Key, keep)
-}
-
 // HierarchyRevision identifies the state of the hierarchy group k belongs
 // to as far as validation is concerned: it changes whenever a group object
 // of the hierarchy, its parent links, its set of live members, or a
@@ -658,116 +440,6 @@ func (c *Cache) HierarchyWaitTimeout(k Key) time.Duration {
 			out = g.WaitTimeout
 		}
 	})
-	return out
-}
-
-// HierarchyCount counts the members in states passing keep across the
-// hierarchy group k belongs to, without listing them.
-func (c *Cache) HierarchyCount(k Key, keep func(State) bool) int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	root := c.groups[k]
-	if root == nil {
-		return 0
-	}
-	if chain, err := c.chainLocked(k); err == nil {
-		root = chain[len(chain)-1]
-	}
-	n := 0
-	c.walkLeavesLocked(root, 0, func(g *Group) {
-		for s := State(0); s < numStates; s++ {
-			if keep(s) {
-				n += g.counts[s]
-			}
-		}
-	})
-	return n
-}
-
-// Members is HierarchyMembers for the hierarchy that group k belongs to.
-func (c *Cache) Members(k Key, keep func(State) bool) []*corev1.Pod {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	root := c.groups[k]
-	if root == nil {
-		return nil
-	}
-	if chain, err := c.chainLocked(k); err == nil {
-		root = chain[len(chain)-1]
-	}
-	return c.membersUnderLocked(root, 0, keep)
-}
-
-// SubtreeMembers returns the members of group k and of the groups below
-// it (not of k's parents or siblings) whose state passes keep, sorted by
-// namespace and name. Under a basic composite each child gang is a unit of
-// its own: what happens to one child's members is no business of another's.
-func (c *Cache) SubtreeMembers(k Key, keep func(State) bool) []*corev1.Pod {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	g := c.groups[k]
-	if g == nil {
-		return nil
-	}
-	depth := 0
-	if chain, err := c.chainLocked(k); err == nil {
-		depth = len(chain) - 1
-	}
-	return c.membersUnderLocked(g, depth, keep)
-}
-
-func (c *Cache) membersUnderLocked(top *Group, depth int, keep func(State) bool) []*corev1.Pod {
-	var out []*corev1.Pod
-	c.walkLeavesLocked(top, depth, func(g *Group) {
-		for _, m := range g.members {
-			if keep(m.State) {
-				out = append(out, m.Pod)
-			}
-		}
-	})
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
-}
-
-// LeafMembers returns the members of group k itself whose state passes
-// keep, in no particular order; nil for a composite or an unknown group.
-func (c *Cache) LeafMembers(k Key, keep func(State) bool) []*corev1.Pod {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	g := c.groups[k]
-	if g == nil || !g.IsLeaf() {
-		return nil
-	}
-	out := make([]*corev1.Pod, 0, len(g.members))
-	for _, m := range g.members {
-		if keep(m.State) {
-			out = append(out, m.Pod)
-		}
-	}
-	return out
-}
-
-// LeafPlaced returns copies of group k's own members that are assumed or
-// bound, each with the node it holds; nil for a composite or an unknown
-// group.
-func (c *Cache) LeafPlaced(k Key) []Member {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	g := c.groups[k]
-	if g == nil || !g.IsLeaf() {
-		return nil
-	}
-	out := make([]Member, 0, g.Placed())
-	for _, m := range g.members {
-		if m.State == Assumed || m.State == Bound {
-			out = append(out, *m)
-		}
-	}
 	return out
 }
 
@@ -842,24 +514,24 @@ func (c *Cache) Get(k Key) (Info, bool) {
 	return infoOf(g), true
 }
 
-// Is returns a state filter for HierarchyMembers.
-func Is(states ...State) func(State) bool {
-	return func(s State) bool {
-		for _, want := range states {
-			if s == want {
-				return true
-			}
-		}
-		return false
-	}
-}
-
-// GroupOf returns the leaf key of a tracked pod.
-func (c *Cache) GroupOf(uid types.UID) (Key, bool) {
+// UnitOf returns the highest gang on the chain of leaf group leaf, as the
+// cache has it now: the members whose quorum a member of leaf counts
+// toward. false when the chain is broken or holds no gang.
+func (c *Cache) UnitOf(leaf Key) (Key, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	k, ok := c.pods[uid]
-	return k, ok
+	chain, err := c.chainLocked(leaf)
+	if err != nil {
+		return Key{}, false
+	}
+	var unit Key
+	found := false
+	for _, g := range chain {
+		if g.Gang {
+			unit, found = g.Key, true
+		}
+	}
+	return unit, found
 }
 
 // RootOf returns the root of k's hierarchy, false when it is broken.
