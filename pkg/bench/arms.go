@@ -54,8 +54,11 @@ func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, 
 			gates += "," + c.UpstreamGates
 		}
 		if arm == ArmPhalanxProcess {
-			// The same gates as the in-process arm sees.
-			binary, base, profile, gates = h.phalanxScheduler, phalanxConfig(), phalanxSchedulerName, gateString(sandbox.UpstreamWorkloadGates)
+			// What the in-process arm's scheduler runs with: the API server
+			// serves the workload API, but the scheduler's own workload
+			// scheduling is off (phalanx-scheduler refuses GenericWorkload:
+			// one scheduler per group).
+			binary, base, profile, gates = h.phalanxScheduler, phalanxConfig(), phalanxSchedulerName, gateString(PhalanxProcessGates())
 			if h.opts.PhalanxConfig != nil {
 				base = h.opts.PhalanxConfig
 			}
@@ -94,7 +97,7 @@ func (h *Harness) startChildArm(ctx context.Context, cl *sandbox.Cluster, binary
 		return nil, err
 	}
 	res.LogPath = filepath.Join(dir, "scheduler.log")
-	child, err := startChild(binary, cfg, gates, dir, res.LogPath)
+	child, err := startChild(binary, cfg, gates, dir, res.LogPath, h.childFlags(binary)...)
 	if err != nil {
 		return nil, err
 	}
@@ -270,3 +273,24 @@ func (a *binderArm) measure(_ context.Context, res *report.Result, _ int) {
 }
 
 func (a *binderArm) stop(*report.Result) { a.b.stop() }
+
+// PhalanxProcessGates are the feature gates of the phalanx-proc arm's
+// scheduler: upstream's workload scheduling off, as the sandbox's
+// in-process scheduler has it.
+func PhalanxProcessGates() map[string]bool {
+	off := make(map[string]bool, len(sandbox.UpstreamWorkloadGates))
+	for gate := range sandbox.UpstreamWorkloadGates {
+		off[gate] = false
+	}
+	return off
+}
+
+// childFlags are the flags binary takes beyond kube-scheduler's:
+// phalanx-scheduler's diagnostics port is turned off, so that child
+// schedulers of concurrent runs do not collide on its default port.
+func (h *Harness) childFlags(binary string) []string {
+	if binary != "" && binary == h.phalanxScheduler {
+		return []string{"--phalanx-port=0"}
+	}
+	return nil
+}

@@ -116,3 +116,16 @@ func TestPhalanxPerfConfigServesTheWorkloadsProfiles(t *testing.T) {
 	assert.Equal(t, "default-scheduler", profiles[1]["schedulerName"], "a profile without a name is default-scheduler")
 	assert.Equal(t, parse(phalanxConfig())[0]["plugins"], profiles[0]["plugins"], "the workload's in-tree plugin settings are not carried over")
 }
+
+// TestPhalanxProcessArmRunsWithoutUpstreamWorkloadScheduling: the
+// phalanx-proc child gets upstream's workload gates off (phalanx-scheduler
+// refuses to start beside GenericWorkload) and its diagnostics port off
+// (concurrent runs would collide on the default port); kube-scheduler gets
+// neither flag.
+func TestPhalanxProcessArmRunsWithoutUpstreamWorkloadScheduling(t *testing.T) {
+	gates := PhalanxProcessGates()
+	assert.Equal(t, map[string]bool{"GenericWorkload": false, "TopologyAwareWorkloadScheduling": false, "CompositePodGroup": false}, gates)
+	h := &Harness{phalanxScheduler: "/bin/phalanx-scheduler", kubeScheduler: "/bin/kube-scheduler"}
+	assert.Equal(t, []string{"--phalanx-port=0"}, h.childFlags(h.phalanxScheduler))
+	assert.Empty(t, h.childFlags(h.kubeScheduler))
+}

@@ -121,7 +121,7 @@ func schedulerConfig(base []byte, kubeconfig string) ([]byte, error) {
 // startChild starts binary with the given config and feature gates. Its
 // HTTPS endpoint listens on a free loopback port and serves /metrics
 // without authentication; its output goes to logPath.
-func startChild(binary string, configYAML []byte, gates, dir, logPath string) (*childScheduler, error) {
+func startChild(binary string, configYAML []byte, gates, dir, logPath string, extra ...string) (*childScheduler, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -147,6 +147,7 @@ func startChild(binary string, configYAML []byte, gates, dir, logPath string) (*
 	if gates != "" {
 		args = append(args, "--feature-gates="+gates)
 	}
+	args = append(args, extra...)
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The scheduler must not outlive the harness.

@@ -292,7 +292,10 @@ func (h *Harness) startPerfArm(ctx context.Context, cl *sandbox.Cluster, e *sche
 			base = data
 		}
 		if arm == ArmPhalanxProcess {
-			binary, base, gates = h.phalanxScheduler, phalanxCfg, h.opts.PhalanxGates
+			binary, base, gates = h.phalanxScheduler, phalanxCfg, gateString(PhalanxProcessGates())
+			if h.opts.PhalanxGates != "" {
+				gates += "," + h.opts.PhalanxGates
+			}
 		}
 		res.Gates = gates
 		cfg, err := schedulerConfig(base, cl.KubeconfigPath)
@@ -300,7 +303,7 @@ func (h *Harness) startPerfArm(ctx context.Context, cl *sandbox.Cluster, e *sche
 			return nil, err
 		}
 		logPath := filepath.Join(dir, "scheduler.log")
-		child, err := startChild(binary, cfg, gates, dir, logPath)
+		child, err := startChild(binary, cfg, gates, dir, logPath, h.childFlags(binary)...)
 		if err != nil {
 			return nil, err
 		}

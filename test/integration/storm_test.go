@@ -55,7 +55,7 @@ func TestUnschedulableGangDoesNotSpin(t *testing.T) {
 	t.Logf("condition: %s", cond.Message)
 	// Let the first round of attempts finish, then measure a quiet window.
 	before := scheduleAttempts(t)
-	eventually(t, 60*time.Second, "the first round of attempts to settle", func() (bool, error) {
+	eventually(t, 3*time.Minute, "the first round of attempts to settle", func() (bool, error) {
 		time.Sleep(2 * time.Second)
 		now := scheduleAttempts(t)
 		settled := now-before < 10
