@@ -37,10 +37,9 @@ func RegistryWithDrain(d *gang.Drain) []app.Option {
 // status.nominatedNodeName of every pod that waits in Permit, before it
 // binds, to tell other components where it is going. Every gang member but
 // the last waits in Permit, so that is one more API write per member, and
-// the API server is what limits gang throughput: with it off, gang 1,000 x 3
-// on 5,000 nodes bound 19% faster with 30% less scheduler memory
-// (docs/benchmarks.md). --feature-gates=NominatedNodeNameForExpectation=true
-// turns it back on.
+// the API server is what limits gang throughput (the measurement is in
+// docs/benchmarks.md, "Bind pacing and one write less per gang member").
+// --feature-gates=NominatedNodeNameForExpectation=true turns it back on.
 var FeatureDefaults = map[string]bool{"NominatedNodeNameForExpectation": false}
 
 // ApplyFeatureDefaults sets FeatureDefaults on the process's feature gates.

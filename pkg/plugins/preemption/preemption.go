@@ -176,7 +176,7 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		// preemption cannot fix. Nominating the search's plan here would
 		// leave promises the planner does not know of, and a member
 		// nominated beside its siblings' planned nodes makes their Filter
-		// fail, attempt after attempt (randomized runner, seed 62896).
+		// fail, attempt after attempt.
 		return nil, fwk.NewStatus(fwk.Unschedulable, "preemption would evict nothing: the whole group fits without it")
 	}
 
