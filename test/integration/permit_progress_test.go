@@ -9,8 +9,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/phalanx-sched/phalanx/config"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
@@ -77,6 +79,27 @@ func TestGangLargerThanClusterFailsFast(t *testing.T) {
 	}
 	waitGroupCondition(t, c, ns, "huge", "Schedulable", "needs 8 pods of 4 cpu; the cluster's allocatable holds at most 4 (4 nodes)")
 	assert.Zero(t, boundWithPrefix(t, c, ns, "huge-"))
+
+	// Under a gang composite, the composite says so too: it cannot be
+	// placed without the child.
+	ns2 := namespace(t, c)
+	pg := gangPG("wide", 8)
+	pg.Spec.ParentCompositePodGroupName = ptr.To("job")
+	createPodGroup(t, c, ns2, pg)
+	for i := 0; i < 8; i++ {
+		createPods(t, c, ns2, member{name: fmt.Sprintf("wide-%d", i), labels: inGroup("wide"), cpu: "4"})
+	}
+	_, err := c.Phalanx.SchedulingV1alpha1().CompositePodGroups(ns2).Create(context.Background(), composite("job", 1), metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 60*time.Second, "the composite's Schedulable=False naming its child", func() (bool, error) {
+		cpg, err := c.Phalanx.SchedulingV1alpha1().CompositePodGroups(ns2).Get(context.Background(), "job", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cond := meta.FindStatusCondition(cpg.Status.Conditions, "Schedulable")
+		return cond != nil && cond.Status == metav1.ConditionFalse &&
+			strings.Contains(cond.Message, "child wide: needs 8 pods of 4 cpu; the cluster's allocatable holds at most 4 (4 nodes)"), nil
+	})
 
 	addNodes(t, c, "more", 4, "4", 0)
 	eventually(t, 60*time.Second, "the gang bound once the cluster can hold it", func() (bool, error) {

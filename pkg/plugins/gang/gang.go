@@ -315,7 +315,17 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, waitingMessage(short))
 	}
 	if msg := pl.tooLarge(ch); msg != "" {
-		pl.shared.status.Set(ch.Leaf().Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+		leaf := ch.Leaf()
+		pl.shared.status.Set(leaf.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+		// A gang composite above needs this child, so it cannot be placed
+		// either; saying so on it keeps a user who watches the root (as
+		// Workload owners do) from waiting on a condition never written.
+		for _, g := range ch[1:] {
+			if g.Gang {
+				pl.shared.status.Set(g.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable,
+					fmt.Sprintf("child %s: %s", leaf.Key.Name, msg)))
+			}
+		}
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	if msg := pl.minResourcesWait(pod, ch); msg != "" {
