@@ -108,7 +108,7 @@ func up(args []string) error {
 kubectl phalanx asks the scheduler (diagnostics at %s; the kubeconfig says where):
 
   export PATH=$PWD/bin:$PATH           # kubectl finds bin/kubectl-phalanx (make run builds it)
-  kubectl phalanx fit -f manifests/samples/rack-gang.yaml
+  kubectl phalanx fit -f manifests/samples/rack-job.yaml
   kubectl phalanx explain podgroup trainer
   kubectl phalanx top
 
