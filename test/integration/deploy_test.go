@@ -827,6 +827,15 @@ func (s *schedulerProcess) url(path string) string {
 func startSchedulerProcess(t *testing.T, name, bin, configPath, kubeconfig string, extra ...string) *schedulerProcess {
 	t.Helper()
 	s := &schedulerProcess{port: freePort(t)}
+	// Two processes on one host would collide on the diagnostics port's
+	// default: off unless the test asks for one.
+	hasPort := false
+	for _, a := range extra {
+		hasPort = hasPort || strings.HasPrefix(a, "--phalanx-port")
+	}
+	if !hasPort {
+		extra = append(extra, "--phalanx-port=0")
+	}
 	s.process = startProcess(t, name, bin, append([]string{
 		"--config=" + configPath,
 		"--bind-address=127.0.0.1",

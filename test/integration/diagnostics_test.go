@@ -228,14 +228,17 @@ func TestKubectlPhalanxExplainsEachStage(t *testing.T) {
 	})
 
 	t.Run("kubectl get shows policy, min, present, bound, status and age", func(t *testing.T) {
+		// Conditions are written asynchronously: wait until huge has one.
+		reason := ""
+		eventually(t, 30*time.Second, "huge's Schedulable condition", func() (bool, error) {
+			if cond := groupCondition(t, c, ns, "huge", "Schedulable"); cond != nil {
+				reason = cond.Reason
+			}
+			return reason != "", nil
+		})
 		cols := groupTables(t, c, ns)
 		t.Logf("kubectl get columns: %v", cols)
 		assert.Equal(t, []string{"Name", "Gang Min", "Present", "Bound", "Running", "Status", "Topology", "Parent", "Age"}, cols["podgroups"][0])
-		reason := ""
-		if cond := groupCondition(t, c, ns, "huge", "Schedulable"); cond != nil {
-			reason = cond.Reason
-		}
-		assert.NotEmpty(t, reason)
 		assert.Equal(t, []string{"huge", "5", "7", "3", "2", reason, sandbox.RackLabel, "", "x"}, cols["podgroups"][1])
 		assert.Equal(t, []string{"loose", "", "", "", "", "", "", "job", "x"}, cols["podgroups"][2], "a basic group has no gang minimum")
 		assert.Equal(t, []string{"Name", "Gang Min", "Status", "Topology", "Parent", "Age"}, cols["compositepodgroups"][0])

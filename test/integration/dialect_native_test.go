@@ -192,8 +192,12 @@ func TestNativeDialect(t *testing.T) {
 		require.NoError(t, err)
 		pg := nativeGang("typo", 2, "")
 		pg.Spec.PriorityClassName = "hihg"
-		_, err = c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
-		require.NoError(t, err)
+		// Admission reads classes from an informer: the new one may take a
+		// moment to be seen there.
+		eventually(t, 30*time.Second, "the PodGroup admitted", func() (bool, error) {
+			_, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+			return err == nil, nil
+		})
 		require.NoError(t, c.Client.SchedulingV1().PriorityClasses().Delete(ctx, "hihg", metav1.DeleteOptions{}))
 		nativeMembers(t, c, ns, "typo", 2, "1")
 		want := `PriorityClass "hihg" of PodGroup.scheduling.k8s.io ` + ns + `/typo not found: create it or fix priorityClassName`

@@ -101,6 +101,8 @@ func TestGangLargerThanClusterFailsFast(t *testing.T) {
 			strings.Contains(cond.Message, "child wide: needs 8 pods of 4 cpu; the cluster's allocatable holds at most 4 (4 nodes)"), nil
 	})
 
+	// The composite's gang would compete with huge for the new nodes.
+	forceDeletePods(t, c, ns2, "wide-")
 	addNodes(t, c, "more", 4, "4", 0)
 	eventually(t, 60*time.Second, "the gang bound once the cluster can hold it", func() (bool, error) {
 		return boundWithPrefix(t, c, ns, "huge-") == 8, nil
