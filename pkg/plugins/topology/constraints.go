@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -51,6 +53,9 @@ type Constraints struct {
 	// running pod. Member limits that count such pods (topology spread)
 	// then name them, so the victim search credits their domains.
 	Evictable func(pod *corev1.Pod) bool
+	// AntiTerms remembers running pods' anti-affinity terms between
+	// plans; nil formats them every plan.
+	AntiTerms *TermMemo
 }
 
 // clearable are the filters whose refusals come from other pods, which
@@ -472,22 +477,63 @@ func (c *Constraints) spreadLimit(rep *corev1.Pod, sp spreadTerm, self bool) pla
 // existingAntiAffinity lists the distinct required anti-affinity terms of
 // pods already on nodes. A member that matches one may not join its
 // domain; only a probe knows where that is, so such members are probed.
-func existingAntiAffinity(infos []fwk.NodeInfo) []term {
+// memo may be nil.
+func existingAntiAffinity(infos []fwk.NodeInfo, memo *TermMemo) []term {
 	var out []term
 	seen := map[string]bool{}
-	for _, ni := range infos {
-		for _, pi := range ni.GetPodsWithRequiredAntiAffinity() {
-			pod := pi.GetPod()
-			for i, at := range pi.GetRequiredAntiAffinityTerms() {
-				id := termID(pod, "anti", i)
-				if !seen[id] {
-					seen[id] = true
-					out = append(out, term{id: id, AffinityTerm: at})
+	memo.sweep(func(idsOf func(pod *corev1.Pod, n int) []string) {
+		for _, ni := range infos {
+			for _, pi := range ni.GetPodsWithRequiredAntiAffinity() {
+				pod := pi.GetPod()
+				terms := pi.GetRequiredAntiAffinityTerms()
+				ids := idsOf(pod, len(terms))
+				for i, at := range terms {
+					if !seen[ids[i]] {
+						seen[ids[i]] = true
+						out = append(out, term{id: ids[i], AffinityTerm: at})
+					}
 				}
 			}
 		}
-	}
+	})
 	return out
+}
+
+// TermMemo remembers the anti-affinity term IDs of running pods by UID. A
+// pod's affinity cannot change, and formatting every running pod's terms
+// for every plan was an eighth of the scheduler's CPU with 8,000 anti-affine
+// pods on 5,000 nodes. Each sweep keeps only the pods it saw, so the memo
+// is as large as the anti-affine pods running, never larger. Safe for
+// concurrent use; a nil memo formats every time.
+type TermMemo struct {
+	mu  sync.Mutex
+	ids map[types.UID][]string
+}
+
+func (m *TermMemo) sweep(visit func(idsOf func(pod *corev1.Pod, n int) []string)) {
+	format := func(pod *corev1.Pod, n int) []string {
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = termID(pod, "anti", i)
+		}
+		return ids
+	}
+	if m == nil {
+		visit(format)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := make(map[types.UID][]string, len(m.ids))
+	visit(func(pod *corev1.Pod, n int) []string {
+		ids, ok := m.ids[pod.UID]
+		if !ok || len(ids) != n {
+			ids = format(pod, n)
+		}
+		next[pod.UID] = ids
+		return ids
+	})
+	m.ids = next
 }
 
 // constrain completes shape s of representative rep: member classes and

@@ -255,7 +255,7 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 	uids := map[types.UID]bool{}
 	pt := &planTerms{byPod: map[*corev1.Pod]podTerms{}, ports: map[string]bool{}}
 	if c != nil {
-		pt.existing = existingAntiAffinity(c.Nodes)
+		pt.existing = existingAntiAffinity(c.Nodes, c.AntiTerms)
 		var walk func(*groups.Tree)
 		walk = func(t *groups.Tree) {
 			for _, m := range t.Members {

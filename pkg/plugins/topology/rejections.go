@@ -32,6 +32,7 @@ func (t *Topology) constraints(ctx context.Context, root groups.Key, infos []fwk
 func (t *Topology) ConstraintsFor(ctx context.Context, h fwk.Handle, pr *probe.Prober, root groups.Key, infos []fwk.NodeInfo) *Constraints {
 	c := ClusterConstraints(ctx, h, pr, infos)
 	c.ProbeAll = t.probeAll()
+	c.AntiTerms = t.antiTerms
 	c.Rejected = func(shape string) map[string]Rejection {
 		t.mu.Lock()
 		defer t.mu.Unlock()
@@ -70,7 +71,7 @@ func (t *Topology) recordRejection(ctx context.Context, root groups.Key, pod *co
 		return
 	}
 	// The shape key is the one the next plan computes for the pod.
-	pt := &planTerms{byPod: map[*corev1.Pod]podTerms{}, ports: map[string]bool{}, existing: existingAntiAffinity(infos)}
+	pt := &planTerms{byPod: map[*corev1.Pod]podTerms{}, ports: map[string]bool{}, existing: existingAntiAffinity(infos, t.antiTerms)}
 	var members []groups.Member
 	var walk func(*groups.Tree)
 	walk = func(tr *groups.Tree) {

@@ -135,9 +135,10 @@ type Topology struct {
 	// profile's Filter refused members on, so no plan repeats them.
 	rejected map[groups.Key]map[string]map[string]rejection
 
-	prober   *probe.Prober
-	probeAll func() bool
-	nsLister corelisters.NamespaceLister
+	prober    *probe.Prober
+	antiTerms *TermMemo
+	probeAll  func() bool
+	nsLister  corelisters.NamespaceLister
 	// podLister is looked up once (ensureMember runs every PreFilter);
 	// nil in tests that build the plugin by hand.
 	podLister corelisters.PodLister
@@ -182,6 +183,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		plans:     map[groups.Key]*plan{},
 		rejected:  map[groups.Key]map[string]map[string]rejection{},
 		prober:    NewProber(h),
+		antiTerms: &TermMemo{},
 		probeAll:  sync.OnceValue(func() bool { return unknownFilters(h) }),
 		nsLister:  h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
 		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister(),
