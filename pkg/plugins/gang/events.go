@@ -8,10 +8,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/profile"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
@@ -130,4 +135,84 @@ func (pl *Gang) summarize(statuses fwk.NodeToStatusReader) (msg string, planner 
 		parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
 	}
 	return fmt.Sprintf("0/%d nodes fit: %s", len(nodes), strings.Join(parts, ", ")), planner
+}
+
+// scheduledReason is the reason of the event the framework records on
+// every pod it binds.
+const scheduledReason = "Scheduled"
+
+// QuietMemberEvents drops the framework's Scheduled event for members of
+// gangs that have a group object, in every profile of profiles that runs
+// this plugin without memberScheduledEvents. Call it once the scheduler is
+// set up and before its informers start, since the scheduler reads the
+// map without a lock.
+//
+// The framework records that event after every successful bind, through
+// the profile's event recorder, with no plugin in between; the recorder is
+// fixed when the profile is built, before any plugin exists. So the
+// profile's framework is wrapped and the binding cycle, which looks the
+// framework up in the map for every pod, gets a recorder that asks this
+// plugin's group cache first. The plugins keep the unwrapped framework and
+// its recorder: their own events are not filtered.
+func QuietMemberEvents(profiles profile.Map) {
+	for name, f := range profiles {
+		p, ok := instances.Get(f, Name)
+		if !ok {
+			continue
+		}
+		pl := p.(*Gang)
+		if pl.args.MemberScheduledEvents {
+			continue
+		}
+		profiles[name] = &quietFramework{Framework: f, rec: memberEventFilter{inner: f.EventRecorder(), pl: pl}}
+	}
+}
+
+// quietFramework is a profile's framework with a filtering event recorder.
+type quietFramework struct {
+	framework.Framework
+	rec events.EventRecorderLogger
+}
+
+func (q *quietFramework) EventRecorder() events.EventRecorderLogger { return q.rec }
+
+// Unwrap returns the framework the plugins were built with, which
+// pkg/plugins/instances files them under.
+func (q *quietFramework) Unwrap() fwk.Handle { return q.Framework }
+
+// memberEventFilter passes every event on except Scheduled on a member of
+// a gang with a group object.
+type memberEventFilter struct {
+	inner events.EventRecorderLogger
+	pl    *Gang
+}
+
+func (m memberEventFilter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+	if reason == scheduledReason && m.pl.quietScheduled(regarding) {
+		return
+	}
+	m.inner.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+func (m memberEventFilter) WithLogger(logger klog.Logger) events.EventRecorderLogger {
+	return memberEventFilter{inner: m.inner.WithLogger(logger), pl: m.pl}
+}
+
+// quietScheduled reports whether obj is a member of a gang whose group
+// object carries the outcome: its Schedulable condition (or, for a
+// scheduler-plugins PodGroup, its phase) says when the gang is scheduled,
+// and the member's own node and PodScheduled condition say where it went.
+// Members of basic groups are scheduled one by one, and label gangs have
+// no object to look at: both keep the event.
+func (pl *Gang) quietScheduled(obj runtime.Object) bool {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return false
+	}
+	leaf, tracked := pl.groups.GroupOf(pod.UID)
+	if !tracked || leaf.Kind == groups.LabelKind {
+		return false
+	}
+	_, gang := pl.groups.UnitOf(leaf)
+	return gang
 }
