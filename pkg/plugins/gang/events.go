@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,8 +37,9 @@ func (pl *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, e
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: pl.siblingChanged},
 		// Capacity freed by a bound pod leaving.
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: boundPodDeleted},
-		// Capacity added.
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
+		// Capacity added, for a gang refused for its size or its
+		// minResources.
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: pl.nodeCanHelp},
 		// The group (or its parent, or its PriorityClass) appears or changes.
 		{Event: fwk.ClusterEvent{Resource: podGroupResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: sameNamespace},
 		{Event: fwk.ClusterEvent{Resource: compositeResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: sameNamespace},
@@ -45,26 +47,115 @@ func (pl *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, e
 	}, nil
 }
 
+// siblingChanged queues pod when other joins or changes in pod's
+// hierarchy. The queue asks once per held pod for every pod created, so
+// a burst of gangs being created asks millions of times: pod's group is
+// read from the cache, not parsed from its labels, and other's, the same
+// for every question of one event, is resolved once (lastSibling).
 func (pl *Gang) siblingChanged(_ klog.Logger, pod *corev1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
 	other, ok := newObj.(*corev1.Pod)
 	if !ok || other.Namespace != pod.Namespace {
 		return fwk.QueueSkip, nil
 	}
-	a, grouped, err := groups.Attach(pod)
-	if !grouped || err != nil {
-		// The pod itself was malformed; any change of its own may fix it.
-		return queueIf(other.UID == pod.UID), nil
-	}
-	b, grouped, err := groups.Attach(other)
-	if !grouped || err != nil {
-		return fwk.QueueSkip, nil
-	}
-	if a.Key == b.Key {
+	if other.UID == pod.UID {
+		// The pod's own labels changed: whatever held it may be fixed.
 		return fwk.Queue, nil
 	}
-	ra, okA := pl.groups.RootOf(a.Key)
-	rb, okB := pl.groups.RootOf(b.Key)
-	return queueIf(okA && okB && ra == rb), nil
+	leaf, tracked := pl.groups.GroupOf(pod.UID)
+	if !tracked {
+		a, grouped, err := groups.Attach(pod)
+		if !grouped || err != nil {
+			// The pod itself was malformed; only a change of its own may
+			// fix it.
+			return fwk.QueueSkip, nil
+		}
+		leaf = a.Key
+	}
+	s := pl.sibling(other)
+	if !s.grouped {
+		return fwk.QueueSkip, nil
+	}
+	if leaf == s.leaf {
+		return fwk.Queue, nil
+	}
+	if !s.rooted || s.root == s.leaf {
+		// other's group has no parent (or none the cache knows): it is in
+		// pod's hierarchy only as pod's own leaf, which it is not.
+		return fwk.QueueSkip, nil
+	}
+	root, ok := pl.groups.RootOf(leaf)
+	return queueIf(ok && root == s.root), nil
+}
+
+// siblingFacts is what siblingChanged needs of the pod an event is about.
+type siblingFacts struct {
+	pod     *corev1.Pod
+	grouped bool
+	leaf    groups.Key
+	root    groups.Key
+	rooted  bool
+}
+
+// sibling returns other's group and root, resolved once per pod object:
+// the queue runs the hint of one event for every held pod in a row.
+func (pl *Gang) sibling(other *corev1.Pod) siblingFacts {
+	if s := pl.lastSibling.Load(); s != nil && s.pod == other {
+		return *s
+	}
+	s := siblingFacts{pod: other}
+	if a, grouped, err := groups.Attach(other); grouped && err == nil {
+		s.grouped, s.leaf = true, a.Key
+		s.root, s.rooted = pl.groups.RootOf(a.Key)
+	}
+	pl.lastSibling.Store(&s)
+	return s
+}
+
+// nodeCanHelp queues pod for a node event unless its hierarchy lacks
+// members or is broken: a node cannot bring a member or fix a group, and
+// requeueing every held member of every assembling gang for each node
+// added (thousands at a scheduler's start) only runs PreEnqueue to hold
+// them again. Gangs refused for their size or minResources are complete
+// and are queued.
+func (pl *Gang) nodeCanHelp(_ klog.Logger, pod *corev1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
+	leaf, tracked := pl.groups.GroupOf(pod.UID)
+	if !tracked {
+		return fwk.Queue, nil
+	}
+	return queueIf(pl.completeFor(newObj, leaf)), nil
+}
+
+// leafMemo holds the hierarchies nodeCanHelp judged for one event: the
+// queue asks about every held member in a row, and the members of a leaf
+// share the answer.
+type leafMemo struct {
+	event    interface{}
+	mu       sync.Mutex
+	complete map[groups.Key]bool
+}
+
+// completeFor reports whether leaf's hierarchy has every member it needs
+// and is well formed, once per leaf and event (the informer's object of
+// the node the event is about, new for every event).
+func (pl *Gang) completeFor(event interface{}, leaf groups.Key) bool {
+	if event == nil {
+		q, _, err := pl.groups.QuorumOf(leaf, groups.ByExisting)
+		return q && err == nil
+	}
+	m := pl.lastNodeEvent.Load()
+	if m == nil || m.event != event {
+		m = &leafMemo{event: event, complete: map[groups.Key]bool{}}
+		pl.lastNodeEvent.Store(m)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ok, seen := m.complete[leaf]
+	if !seen {
+		q, _, err := pl.groups.QuorumOf(leaf, groups.ByExisting)
+		ok = q && err == nil
+		m.complete[leaf] = ok
+	}
+	return ok
 }
 
 func boundPodDeleted(_ klog.Logger, _ *corev1.Pod, oldObj, _ interface{}) (fwk.QueueingHint, error) {
