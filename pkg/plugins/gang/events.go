@@ -48,10 +48,9 @@ func (pl *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, e
 }
 
 // siblingChanged queues pod when other joins or changes in pod's
-// hierarchy. The queue asks once per held pod for every pod created, so
-// a burst of gangs being created asks millions of times: pod's group is
-// read from the cache, not parsed from its labels, and other's, the same
-// for every question of one event, is resolved once (lastSibling).
+// hierarchy. The queue asks once per held pod for every pod created:
+// SameHierarchy reads pod's group from the cache and resolves other once
+// per event.
 func (pl *Gang) siblingChanged(_ klog.Logger, pod *corev1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
 	other, ok := newObj.(*corev1.Pod)
 	if !ok || other.Namespace != pod.Namespace {
@@ -61,54 +60,7 @@ func (pl *Gang) siblingChanged(_ klog.Logger, pod *corev1.Pod, _, newObj interfa
 		// The pod's own labels changed: whatever held it may be fixed.
 		return fwk.Queue, nil
 	}
-	leaf, tracked := pl.groups.GroupOf(pod.UID)
-	if !tracked {
-		a, grouped, err := groups.Attach(pod)
-		if !grouped || err != nil {
-			// The pod itself was malformed; only a change of its own may
-			// fix it.
-			return fwk.QueueSkip, nil
-		}
-		leaf = a.Key
-	}
-	s := pl.sibling(other)
-	if !s.grouped {
-		return fwk.QueueSkip, nil
-	}
-	if leaf == s.leaf {
-		return fwk.Queue, nil
-	}
-	if !s.rooted || s.root == s.leaf {
-		// other's group has no parent (or none the cache knows): it is in
-		// pod's hierarchy only as pod's own leaf, which it is not.
-		return fwk.QueueSkip, nil
-	}
-	root, ok := pl.groups.RootOf(leaf)
-	return queueIf(ok && root == s.root), nil
-}
-
-// siblingFacts is what siblingChanged needs of the pod an event is about.
-type siblingFacts struct {
-	pod     *corev1.Pod
-	grouped bool
-	leaf    groups.Key
-	root    groups.Key
-	rooted  bool
-}
-
-// sibling returns other's group and root, resolved once per pod object:
-// the queue runs the hint of one event for every held pod in a row.
-func (pl *Gang) sibling(other *corev1.Pod) siblingFacts {
-	if s := pl.lastSibling.Load(); s != nil && s.pod == other {
-		return *s
-	}
-	s := siblingFacts{pod: other}
-	if a, grouped, err := groups.Attach(other); grouped && err == nil {
-		s.grouped, s.leaf = true, a.Key
-		s.root, s.rooted = pl.groups.RootOf(a.Key)
-	}
-	pl.lastSibling.Store(&s)
-	return s
+	return queueIf(pl.groups.SameHierarchy(&pl.eventPod, pod, other)), nil
 }
 
 // nodeCanHelp queues pod for a node event unless its hierarchy lacks

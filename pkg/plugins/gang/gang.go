@@ -68,9 +68,9 @@ type Gang struct {
 	verdictMu sync.Mutex
 	verdicts  map[groups.Key]verdict
 
-	// lastSibling is the pod the queue's last sibling hint was about
+	// eventPod is the pod the queue's last sibling hint was about
 	// (siblingChanged).
-	lastSibling atomic.Pointer[siblingFacts]
+	eventPod groups.EventPod
 	// lastNodeEvent memoizes nodeCanHelp for the node event the queue
 	// asks about.
 	lastNodeEvent atomic.Pointer[leafMemo]
