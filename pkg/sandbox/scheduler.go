@@ -195,6 +195,7 @@ func StartSchedulerWith(ctx context.Context, configPath string, so SchedulerOpti
 		return nil, fmt.Errorf("set up scheduler from %s: %w", configPath, err)
 	}
 	life.Attach(sched)
+	gang.QuietMemberEvents(sched.Profiles)
 	cc.EventBroadcaster.StartRecordingToSink(ctx.Done())
 	cc.InformerFactory.Start(ctx.Done())
 	if cc.DynInformerFactory != nil {

@@ -46,6 +46,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/graceful"
 	"github.com/phalanx-sched/phalanx/pkg/inspect"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 )
 
 // DefaultPort is where /debug/phalanx is served: beside kube-scheduler's
@@ -136,6 +137,7 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 		return err
 	}
 	l.Attach(sched)
+	gang.QuietMemberEvents(sched.Profiles)
 	fg.(featuregate.MutableFeatureGate).AddMetrics()
 	opts.ComponentGlobalsRegistry.AddMetrics()
 

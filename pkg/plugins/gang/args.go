@@ -32,6 +32,7 @@ const DefaultBindConcurrency = 64
 //	    permitWaitingTimeSeconds: 60
 //	    maxPermitWaitingTimeSeconds: 600
 //	    bindConcurrency: 64
+//	    memberScheduledEvents: false
 type Args struct {
 	// PermitWaitingTimeSeconds is how long the reserved members of a gang
 	// wait in Permit without another member arriving there before all of
@@ -47,6 +48,14 @@ type Args struct {
 	// PhalanxGang is listed before DefaultBinder at the bind extension
 	// point. Must be between 1 and 10000. Default 64.
 	BindConcurrency int32 `json:"bindConcurrency,omitempty"`
+	// MemberScheduledEvents keeps the framework's Scheduled event on every
+	// bound member of a gang that has a group object. Off by default: the
+	// group's conditions already say the gang is scheduled, the pod's node
+	// and PodScheduled condition say where each member went, and the event
+	// would be a second API write per member beside its binding. Members
+	// of label gangs, which have no object, and pods outside gangs keep
+	// their event either way.
+	MemberScheduledEvents bool `json:"memberScheduledEvents,omitempty"`
 }
 
 // DecodeArgs reads and validates the plugin args, applying defaults.

@@ -5,13 +5,19 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/profile"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
@@ -31,8 +37,9 @@ func (pl *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, e
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: pl.siblingChanged},
 		// Capacity freed by a bound pod leaving.
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: boundPodDeleted},
-		// Capacity added.
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
+		// Capacity added, for a gang refused for its size or its
+		// minResources.
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: pl.nodeCanHelp},
 		// The group (or its parent, or its PriorityClass) appears or changes.
 		{Event: fwk.ClusterEvent{Resource: podGroupResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: sameNamespace},
 		{Event: fwk.ClusterEvent{Resource: compositeResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: sameNamespace},
@@ -40,26 +47,67 @@ func (pl *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, e
 	}, nil
 }
 
+// siblingChanged queues pod when other joins or changes in pod's
+// hierarchy. The queue asks once per held pod for every pod created:
+// SameHierarchy reads pod's group from the cache and resolves other once
+// per event.
 func (pl *Gang) siblingChanged(_ klog.Logger, pod *corev1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
 	other, ok := newObj.(*corev1.Pod)
 	if !ok || other.Namespace != pod.Namespace {
 		return fwk.QueueSkip, nil
 	}
-	a, grouped, err := groups.Attach(pod)
-	if !grouped || err != nil {
-		// The pod itself was malformed; any change of its own may fix it.
-		return queueIf(other.UID == pod.UID), nil
-	}
-	b, grouped, err := groups.Attach(other)
-	if !grouped || err != nil {
-		return fwk.QueueSkip, nil
-	}
-	if a.Key == b.Key {
+	if other.UID == pod.UID {
+		// The pod's own labels changed: whatever held it may be fixed.
 		return fwk.Queue, nil
 	}
-	ra, okA := pl.groups.RootOf(a.Key)
-	rb, okB := pl.groups.RootOf(b.Key)
-	return queueIf(okA && okB && ra == rb), nil
+	return queueIf(pl.groups.SameHierarchy(&pl.eventPod, pod, other)), nil
+}
+
+// nodeCanHelp queues pod for a node event unless its hierarchy lacks
+// members or is broken: a node cannot bring a member or fix a group, and
+// requeueing every held member of every assembling gang for each node
+// added (thousands at a scheduler's start) only runs PreEnqueue to hold
+// them again. Gangs refused for their size or minResources are complete
+// and are queued.
+func (pl *Gang) nodeCanHelp(_ klog.Logger, pod *corev1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
+	leaf, tracked := pl.groups.GroupOf(pod.UID)
+	if !tracked {
+		return fwk.Queue, nil
+	}
+	return queueIf(pl.completeFor(newObj, leaf)), nil
+}
+
+// leafMemo holds the hierarchies nodeCanHelp judged for one event: the
+// queue asks about every held member in a row, and the members of a leaf
+// share the answer.
+type leafMemo struct {
+	event    interface{}
+	mu       sync.Mutex
+	complete map[groups.Key]bool
+}
+
+// completeFor reports whether leaf's hierarchy has every member it needs
+// and is well formed, once per leaf and event (the informer's object of
+// the node the event is about, new for every event).
+func (pl *Gang) completeFor(event interface{}, leaf groups.Key) bool {
+	if event == nil {
+		q, _, err := pl.groups.QuorumOf(leaf, groups.ByExisting)
+		return q && err == nil
+	}
+	m := pl.lastNodeEvent.Load()
+	if m == nil || m.event != event {
+		m = &leafMemo{event: event, complete: map[groups.Key]bool{}}
+		pl.lastNodeEvent.Store(m)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ok, seen := m.complete[leaf]
+	if !seen {
+		q, _, err := pl.groups.QuorumOf(leaf, groups.ByExisting)
+		ok = q && err == nil
+		m.complete[leaf] = ok
+	}
+	return ok
 }
 
 func boundPodDeleted(_ klog.Logger, _ *corev1.Pod, oldObj, _ interface{}) (fwk.QueueingHint, error) {
@@ -130,4 +178,84 @@ func (pl *Gang) summarize(statuses fwk.NodeToStatusReader) (msg string, planner 
 		parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
 	}
 	return fmt.Sprintf("0/%d nodes fit: %s", len(nodes), strings.Join(parts, ", ")), planner
+}
+
+// scheduledReason is the reason of the event the framework records on
+// every pod it binds.
+const scheduledReason = "Scheduled"
+
+// QuietMemberEvents drops the framework's Scheduled event for members of
+// gangs that have a group object, in every profile of profiles that runs
+// this plugin without memberScheduledEvents. Call it once the scheduler is
+// set up and before its informers start, since the scheduler reads the
+// map without a lock.
+//
+// The framework records that event after every successful bind, through
+// the profile's event recorder, with no plugin in between; the recorder is
+// fixed when the profile is built, before any plugin exists. So the
+// profile's framework is wrapped and the binding cycle, which looks the
+// framework up in the map for every pod, gets a recorder that asks this
+// plugin's group cache first. The plugins keep the unwrapped framework and
+// its recorder: their own events are not filtered.
+func QuietMemberEvents(profiles profile.Map) {
+	for name, f := range profiles {
+		p, ok := instances.Get(f, Name)
+		if !ok {
+			continue
+		}
+		pl := p.(*Gang)
+		if pl.args.MemberScheduledEvents {
+			continue
+		}
+		profiles[name] = &quietFramework{Framework: f, rec: memberEventFilter{inner: f.EventRecorder(), pl: pl}}
+	}
+}
+
+// quietFramework is a profile's framework with a filtering event recorder.
+type quietFramework struct {
+	framework.Framework
+	rec events.EventRecorderLogger
+}
+
+func (q *quietFramework) EventRecorder() events.EventRecorderLogger { return q.rec }
+
+// Unwrap returns the framework the plugins were built with, which
+// pkg/plugins/instances files them under.
+func (q *quietFramework) Unwrap() fwk.Handle { return q.Framework }
+
+// memberEventFilter passes every event on except Scheduled on a member of
+// a gang with a group object.
+type memberEventFilter struct {
+	inner events.EventRecorderLogger
+	pl    *Gang
+}
+
+func (m memberEventFilter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+	if reason == scheduledReason && m.pl.quietScheduled(regarding) {
+		return
+	}
+	m.inner.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+func (m memberEventFilter) WithLogger(logger klog.Logger) events.EventRecorderLogger {
+	return memberEventFilter{inner: m.inner.WithLogger(logger), pl: m.pl}
+}
+
+// quietScheduled reports whether obj is a member of a gang whose group
+// object carries the outcome: its Schedulable condition (or, for a
+// scheduler-plugins PodGroup, its phase) says when the gang is scheduled,
+// and the member's own node and PodScheduled condition say where it went.
+// Members of basic groups are scheduled one by one, and label gangs have
+// no object to look at: both keep the event.
+func (pl *Gang) quietScheduled(obj runtime.Object) bool {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return false
+	}
+	leaf, tracked := pl.groups.GroupOf(pod.UID)
+	if !tracked || leaf.Kind == groups.LabelKind {
+		return false
+	}
+	_, gang := pl.groups.UnitOf(leaf)
+	return gang
 }

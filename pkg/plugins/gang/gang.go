@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,6 +67,13 @@ type Gang struct {
 	// groups.Cache.HierarchyRevision.
 	verdictMu sync.Mutex
 	verdicts  map[groups.Key]verdict
+
+	// eventPod is the pod the queue's last sibling hint was about
+	// (siblingChanged).
+	eventPod groups.EventPod
+	// lastNodeEvent memoizes nodeCanHelp for the node event the queue
+	// asks about.
+	lastNodeEvent atomic.Pointer[leafMemo]
 }
 
 // verdict is the outcome of checking every member of a hierarchy against

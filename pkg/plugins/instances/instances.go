@@ -41,8 +41,13 @@ func Register(ctx context.Context, h fwk.Handle, p fwk.Plugin) {
 	}()
 }
 
-// Get returns the plugin called name that the profile behind h runs.
+// Get returns the plugin called name that the profile behind h runs. h may
+// be a framework wrapped after the plugins were built (gang's
+// QuietMemberEvents), which offers the framework it wraps.
 func Get(h fwk.Handle, name string) (fwk.Plugin, bool) {
+	if w, ok := h.(interface{ Unwrap() fwk.Handle }); ok {
+		h = w.Unwrap()
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	p, ok := plugins[entry{handle: h, name: name}]

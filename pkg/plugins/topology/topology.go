@@ -145,6 +145,9 @@ type Topology struct {
 
 	// unusable warns about nodes the planner leaves out (nodewarn.go).
 	unusable nodeWarnings
+
+	// eventPod is the pod the queue's last pod-added hint was about.
+	eventPod groups.EventPod
 }
 
 type rejection struct {
@@ -544,6 +547,23 @@ func (t *Topology) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: t.podAdded},
 	}, nil
+}
+
+// podAdded queues a rejected member for a pod that is bound (it may
+// satisfy the member's pod affinity or even out a spread) or that joins
+// the member's own hierarchy (a new member, perhaps smaller, changes the
+// plan). A pending pod of another hierarchy takes no room and changes no
+// plan of this one; thousands are created with every burst of gangs, and
+// each would otherwise send every rejected member back to be planned.
+func (t *Topology) podAdded(_ klog.Logger, pod *corev1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
+	other, ok := newObj.(*corev1.Pod)
+	if !ok || other.Spec.NodeName != "" || other.UID == pod.UID {
+		return fwk.Queue, nil
+	}
+	if other.Namespace != pod.Namespace || !t.groups.SameHierarchy(&t.eventPod, pod, other) {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
 }
