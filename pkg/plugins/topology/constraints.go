@@ -51,6 +51,9 @@ type Constraints struct {
 	// running pod. Member limits that count such pods (topology spread)
 	// then name them, so the victim search credits their domains.
 	Evictable func(pod *corev1.Pod) bool
+	// Closed lists nodes a representative pod may not use, with why:
+	// nodes held for another gang (reservation.go).
+	Closed func(rep *corev1.Pod) map[string]string
 }
 
 // clearable are the filters whose refusals come from other pods, which
@@ -536,6 +539,20 @@ func (c *Constraints) constrain(t *groups.Tree, pt *planTerms, key string, rep *
 				s.NodeLimit[n] = r.Cap
 			}
 			notes = append(notes, fmt.Sprintf("node %s refused a planned member (%s)", n, r.Reason))
+		}
+	}
+	if c.Closed != nil {
+		closed := c.Closed(rep)
+		why := ""
+		for n, w := range closed {
+			if s.NodeLimit == nil {
+				s.NodeLimit = map[string]int{}
+			}
+			s.NodeLimit[n] = 0
+			why = w
+		}
+		if len(closed) > 0 {
+			notes = append(notes, fmt.Sprintf("%d nodes held for other gangs (%s)", len(closed), why))
 		}
 	}
 	s.Excluded = strings.Join(notes, "; ")
