@@ -43,13 +43,16 @@ type starvationResult struct {
 // The starvation experiment: 2 racks × 4 nodes × 4 cpu (32 cpu). A
 // stream of 1-node jobs (4 cpu, runtime uniform in 5-15s, declared with
 // activeDeadlineSeconds of the runtime rounded up plus 2s) arrives as a
-// Poisson process at 0.7 jobs/s (about 88% of the cluster), from t=0. At
+// Poisson process at starvationRate jobs/s (PHALANX_STARVATION_RATE
+// overrides; 0.85 offers about 106% of the cluster), from t=0. At
 // t=5s a gang of 4 × 4 cpu that needs one whole rack arrives, with a 20s
 // runtime. The run lasts starvationWindow; the node agent ends pods when
 // their runtime does.
+// starvationRate is the default arrival rate of small jobs per second.
+var starvationRate = 0.85
+
 const (
 	starvationWindow  = 90 * time.Second
-	starvationRate    = 0.7
 	starvationGangAt  = 5 * time.Second
 	starvationGangRun = 20
 )
@@ -72,9 +75,15 @@ func TestStarvation(t *testing.T) {
 		{name: "reservation on, backfill off", reservation: "reservation:\n        afterSeconds: 5\n        maxHoldSeconds: 120\n        backfill: false"},
 		{name: "reservation on, backfill on", reservation: "reservation:\n        afterSeconds: 5\n        maxHoldSeconds: 120"},
 	}
+	rate := starvationRate
+	if v := os.Getenv("PHALANX_STARVATION_RATE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		require.NoError(t, err)
+		rate = f
+	}
 	var results []starvationResult
 	for _, arm := range arms {
-		results = append(results, runStarvation(t, arm, seed))
+		results = append(results, runStarvation(t, arm, seed, rate))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "| arm | big gang start | small jobs done | small jobs started | still pending | mean wait of started small jobs | utilisation |\n|---|---|---|---|---|---|---|\n")
@@ -85,10 +94,10 @@ func TestStarvation(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %.1fs | %.0f%% |\n", r.arm, start, r.smallDone, r.smallBound, r.smallPending, r.meanWait.Seconds(), 100*r.utilisation)
 	}
-	t.Logf("starvation experiment, seed %d, window %s:\n%s", seed, starvationWindow, b.String())
+	t.Logf("starvation experiment, seed %d, %.2f jobs/s, window %s:\n%s", seed, rate, starvationWindow, b.String())
 }
 
-func runStarvation(t *testing.T, arm starvationArm, seed int64) starvationResult {
+func runStarvation(t *testing.T, arm starvationArm, seed int64, rate float64) starvationResult {
 	cfg := string(config.SecondScheduler)
 	if arm.reservation != "" {
 		cfg = strings.Replace(cfg, "      planTTLSeconds: 30", "      planTTLSeconds: 30\n      "+arm.reservation, 1)
@@ -108,7 +117,7 @@ func runStarvation(t *testing.T, arm starvationArm, seed int64) starvationResult
 	var gangAt time.Time
 	next := time.Duration(0)
 	for i := 0; ; i++ {
-		next += time.Duration(rng.ExpFloat64() / starvationRate * float64(time.Second))
+		next += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
 		if next >= starvationWindow {
 			break
 		}

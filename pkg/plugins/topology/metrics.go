@@ -39,5 +39,7 @@ var (
 )
 
 func init() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(planDuration, planRejections, probeDuration, reservationsHeld, reservationsEnded) })
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(planDuration, planRejections, probeDuration, reservationsHeld, reservationsEnded)
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -132,5 +133,52 @@ func TestRuntimeBound(t *testing.T) {
 	p.Spec.ActiveDeadlineSeconds = nil
 	if !podEnd(p).IsZero() {
 		t.Fatal("end without a bound")
+	}
+}
+
+func TestExpectedFit(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	running := func(name string, cpu int64, prio int32, startAgo, ads int64) *corev1.Pod {
+		p := podWith(prio, &ads)
+		p.Name = name
+		p.Spec.Containers = []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: *resourceQuantity(cpu)}}}}
+		st := metav1.NewTime(now.Add(-time.Duration(startAgo) * time.Second))
+		p.Status.StartTime = &st
+		return p
+	}
+	pods := []*corev1.Pod{
+		running("a", 4, 0, 10, 60),  // ends in 50s
+		running("b", 4, 0, 10, 30),  // ends in 20s
+		running("c", 4, 0, 0, 1000), // ends in 1000s
+	}
+	never := func(*corev1.Pod) bool { return false }
+	short := placement.Resources{corev1.ResourceCPU: 8000}
+	if got := expectedFit(now, short, pods, never); !got.Equal(now.Add(50 * time.Second)) {
+		t.Fatalf("8 cpu free at %v, want +50s", got.Sub(now))
+	}
+	if got := expectedFit(now, placement.Resources{corev1.ResourceCPU: 16000}, pods, never); !got.IsZero() {
+		t.Fatalf("16 cpu never free, got %v", got)
+	}
+	if got := expectedFit(now, placement.Resources{}, pods, never); !got.Equal(now) {
+		t.Fatalf("nothing short: %v", got)
+	}
+	// A preemptible pod counts as free at once.
+	c := func(p *corev1.Pod) bool { return p.Name == "c" }
+	if got := expectedFit(now, short, pods, c); !got.Equal(now.Add(20 * time.Second)) {
+		t.Fatalf("with c preemptible: %v, want +20s", got.Sub(now))
+	}
+}
+
+func resourceQuantity(cpu int64) *resource.Quantity { return resource.NewQuantity(cpu, resource.DecimalSI) }
+
+func TestReservationArgs(t *testing.T) {
+	a := ReservationArgs{AfterSeconds: 60}
+	if err := a.defaults(); err != nil || a.MaxHoldSeconds != 900 || a.MaxSharePercent != 50 || !*a.Backfill {
+		t.Fatalf("defaults: %+v %v", a, err)
+	}
+	for _, bad := range []ReservationArgs{{AfterSeconds: -1}, {MaxHoldSeconds: -1}, {MaxSharePercent: 101}} {
+		if err := bad.defaults(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
 	}
 }
