@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -235,5 +236,36 @@ func TestReservation(t *testing.T) {
 		waitBound(t, c, ns, "big-", 2)
 		reserved(t, c, ns, "big", metav1.ConditionFalse, topology.ReasonReleasedBound, 30*time.Second)
 		assert.Empty(t, boundPods(t, c, ns)["late"])
+	})
+
+	t.Run("a higher-priority gang takes the hold over", func(t *testing.T) {
+		ns := namespace(t, c)
+		setup(t, "o", ns, 0)
+		_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: "resv-vip"}, Value: 100, PreemptionPolicy: ptr.To(corev1.PreemptNever)}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Client.SchedulingV1().PriorityClasses().Delete(ctx, "resv-vip", metav1.DeleteOptions{}) })
+		pg := gangPG("vip", 2)
+		pg.Spec.PriorityClassName = "resv-vip"
+		pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{Topology: topo(sandbox.RackLabel)}
+		createPodGroup(t, c, ns, pg)
+		for i := 0; i < 2; i++ {
+			createPods(t, c, ns, member{name: fmt.Sprintf("vip-%d", i), labels: inGroup("vip"), cpu: "4", priorityClass: "resv-vip"})
+		}
+		// Only one rack fits the share (2 of 4 nodes): vip holds, big no
+		// longer does (TakenOver, then NotReserved while vip holds).
+		vip := reserved(t, c, ns, "vip", metav1.ConditionTrue, topology.ReasonHolding, 30*time.Second)
+		t.Log(vip.Message)
+		eventually(t, 30*time.Second, "big no longer holds", func() (bool, error) {
+			pg, err := c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "big", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			cond := meta.FindStatusCondition(pg.Status.Conditions, topology.ConditionReserved)
+			return cond != nil && cond.Status == metav1.ConditionFalse, nil
+		})
+		for _, g := range []string{"vip", "big"} {
+			require.NoError(t, c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Delete(ctx, g, metav1.DeleteOptions{}))
+		}
 	})
 }

@@ -40,7 +40,6 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
@@ -988,5 +987,3 @@ func hierarchyUIDs(tree *groups.Tree) sets.Set[string] {
 	walk(tree)
 	return out
 }
-
-var _ = v1alpha1.PodGroupSchedulable

@@ -169,7 +169,9 @@ func TestExpectedFit(t *testing.T) {
 	}
 }
 
-func resourceQuantity(cpu int64) *resource.Quantity { return resource.NewQuantity(cpu, resource.DecimalSI) }
+func resourceQuantity(cpu int64) *resource.Quantity {
+	return resource.NewQuantity(cpu, resource.DecimalSI)
+}
 
 func TestReservationArgs(t *testing.T) {
 	a := ReservationArgs{AfterSeconds: 60}
