@@ -728,7 +728,10 @@ func (r *reserver) consider(logger klog.Logger, tree *groups.Tree, inf *placemen
 }
 
 func (r *reserver) holding(res *reservation) metav1.Condition {
-	c := groupstatus.Condition(ConditionReserved, metav1.ConditionTrue, ReasonHolding, res.message())
+	r.book.mu.Lock()
+	msg := res.message()
+	r.book.mu.Unlock()
+	c := groupstatus.Condition(ConditionReserved, metav1.ConditionTrue, ReasonHolding, msg)
 	c.LastTransitionTime = metav1.NewTime(res.since)
 	return c
 }
@@ -893,21 +896,21 @@ func (r *reserver) restore(logger klog.Logger) {
 
 // filter refuses pod a node another hierarchy holds, unless it may backfill.
 func (r *reserver) filter(pod *corev1.Pod, root groups.Key, grouped bool, node string) *fwk.Status {
+	now := r.now()
 	r.book.mu.Lock()
+	defer r.book.mu.Unlock()
 	res := r.book.byNode[node]
-	r.book.mu.Unlock()
 	if res == nil || (grouped && res.root == root) {
 		return nil
 	}
-	ok, why := res.admits(pod, r.now(), *r.args.Backfill)
+	// Under the lock: the sweep moves expected.
+	ok, why := res.admits(pod, now, *r.args.Backfill)
 	if ok {
 		return nil
 	}
-	r.book.mu.Lock()
 	if res.waiting != nil {
 		res.waiting[pod.Namespace+"/"+pod.Name] = pod
 	}
-	r.book.mu.Unlock()
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 }
 
@@ -916,7 +919,9 @@ func (r *reserver) filter(pod *corev1.Pod, root groups.Key, grouped bool, node s
 func (r *reserver) closed(root groups.Key, rep *corev1.Pod) map[string]string {
 	now := r.now()
 	out := map[string]string{}
-	for _, res := range r.book.list() {
+	r.book.mu.Lock()
+	defer r.book.mu.Unlock()
+	for _, res := range r.book.held {
 		if res.root == root {
 			continue
 		}
