@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,10 +16,18 @@ import (
 	"k8s.io/klog/v2"
 )
 
+// RuntimeAnnotation on a pod tells the node agent how long it "runs": that
+// many seconds after it is marked Running it is marked Succeeded. A pod
+// whose activeDeadlineSeconds ends first is marked Failed
+// (DeadlineExceeded) then, as a kubelet does. Pods with neither run until
+// deleted.
+const RuntimeAnnotation = "sandbox.phalanx.dev/runtime-seconds"
+
 // nodeAgent is the sandbox's stand-in for every kubelet: it never runs a
 // container, it only reports bound pods as Running so that status counters
-// and "running" conditions are real, and finishes graceful deletions the way
-// a kubelet would once containers stop.
+// and "running" conditions are real, finishes pods whose runtime ends
+// (RuntimeAnnotation, activeDeadlineSeconds), and finishes graceful
+// deletions the way a kubelet would once containers stop.
 type nodeAgent struct {
 	client kubernetes.Interface
 	queue  workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -34,7 +43,7 @@ func startNodeAgent(ctx context.Context, client kubernetes.Interface) {
 		pods:   inf.GetIndexer(),
 	}
 	enqueue := func(obj interface{}) {
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" && (p.Status.Phase == corev1.PodPending || p.DeletionTimestamp != nil) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" && (p.Status.Phase == corev1.PodPending || p.DeletionTimestamp != nil || timed(p)) {
 			a.queue.Add(cache.MetaObjectToName(p))
 		}
 	}
@@ -87,6 +96,9 @@ func (a *nodeAgent) markRunning(ctx context.Context, key cache.ObjectName) error
 		}
 		return err
 	}
+	if pod.Status.Phase == corev1.PodRunning {
+		return a.finishIfDone(ctx, key, pod)
+	}
 	if pod.Status.Phase != corev1.PodPending {
 		return nil
 	}
@@ -98,6 +110,61 @@ func (a *nodeAgent) markRunning(ctx context.Context, key cache.ObjectName) error
 		corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
 	)
 	_, err = a.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	if err != nil && isGone(err) {
+		return nil
+	}
+	if err == nil {
+		if end, _, ok := runtimeEnd(pod); ok {
+			a.queue.AddAfter(key, time.Until(end))
+		}
+	}
+	return err
+}
+
+// timed: a running pod the agent finishes when its runtime ends.
+func timed(p *corev1.Pod) bool {
+	_, _, ok := runtimeEnd(p)
+	return p.Status.Phase == corev1.PodRunning && ok
+}
+
+// runtimeEnd is when a running pod finishes, and whether it succeeds.
+func runtimeEnd(pod *corev1.Pod) (end time.Time, succeeded, ok bool) {
+	if pod.Status.StartTime == nil {
+		return time.Time{}, false, false
+	}
+	start := pod.Status.StartTime.Time
+	if v, has := pod.Annotations[RuntimeAnnotation]; has {
+		if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
+			end, succeeded, ok = start.Add(time.Duration(secs*float64(time.Second))), true, true
+		}
+	}
+	if ads := pod.Spec.ActiveDeadlineSeconds; ads != nil && *ads > 0 {
+		if d := start.Add(time.Duration(*ads) * time.Second); !ok || d.Before(end) {
+			end, succeeded, ok = d, false, true
+		}
+	}
+	return end, succeeded, ok
+}
+
+// finishIfDone marks a running pod whose runtime ended Succeeded (or
+// Failed past its activeDeadlineSeconds), and checks again later if not
+// yet.
+func (a *nodeAgent) finishIfDone(ctx context.Context, key cache.ObjectName, pod *corev1.Pod) error {
+	end, succeeded, ok := runtimeEnd(pod)
+	if !ok {
+		return nil
+	}
+	if wait := time.Until(end); wait > 0 {
+		a.queue.AddAfter(key, wait)
+		return nil
+	}
+	if succeeded {
+		pod.Status.Phase = corev1.PodSucceeded
+	} else {
+		pod.Status.Phase, pod.Status.Reason = corev1.PodFailed, "DeadlineExceeded"
+		pod.Status.Message = "Pod was active on the node longer than the specified deadline"
+	}
+	_, err := a.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	if err != nil && isGone(err) {
 		return nil
 	}

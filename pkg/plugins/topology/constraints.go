@@ -56,6 +56,9 @@ type Constraints struct {
 	// AntiTerms remembers running pods' anti-affinity terms between
 	// plans; nil formats them every plan.
 	AntiTerms *TermMemo
+	// Closed lists nodes a representative pod may not use, with why:
+	// nodes held for another gang (reservation.go).
+	Closed func(rep *corev1.Pod) map[string]string
 }
 
 // clearable are the filters whose refusals come from other pods, which
@@ -582,6 +585,20 @@ func (c *Constraints) constrain(t *groups.Tree, pt *planTerms, key string, rep *
 				s.NodeLimit[n] = r.Cap
 			}
 			notes = append(notes, fmt.Sprintf("node %s refused a planned member (%s)", n, r.Reason))
+		}
+	}
+	if c.Closed != nil {
+		closed := c.Closed(rep)
+		why := ""
+		for n, w := range closed {
+			if s.NodeLimit == nil {
+				s.NodeLimit = map[string]int{}
+			}
+			s.NodeLimit[n] = 0
+			why = w
+		}
+		if len(closed) > 0 {
+			notes = append(notes, fmt.Sprintf("%d nodes held for other gangs (%s)", len(closed), why))
 		}
 	}
 	s.Excluded = strings.Join(notes, "; ")

@@ -25,9 +25,21 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.0001, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	})
+	reservationsHeld = metrics.NewGauge(&metrics.GaugeOpts{
+		Name:           "phalanx_reservations_held",
+		Help:           "Domains held for waiting gangs now.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	reservationsEnded = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "phalanx_reservations_ended_total",
+		Help:           "Reservations ended, by reason (Bound, Expired, TakenOver, GroupDeleted).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
 	registerOnce sync.Once
 )
 
 func init() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(planDuration, planRejections, probeDuration) })
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(planDuration, planRejections, probeDuration, reservationsHeld, reservationsEnded)
+	})
 }

@@ -53,6 +53,9 @@ type Args struct {
 	DomainPolicy string `json:"domainPolicy,omitempty"`
 	// PlanTTLSeconds bounds how long a plan is trusted. Default 30.
 	PlanTTLSeconds int64 `json:"planTTLSeconds,omitempty"`
+	// Reservation holds a domain for a gang that waited too long, with
+	// backfill (reservation.go). Absent: off.
+	Reservation *ReservationArgs `json:"reservation,omitempty"`
 }
 
 // DecodeArgs reads and validates the args, applying defaults.
@@ -79,6 +82,11 @@ func DecodeArgs(obj runtime.Object) (Args, placement.Options, error) {
 	}
 	if args.PlanTTLSeconds < 1 || args.PlanTTLSeconds > 600 {
 		return args, opts, fmt.Errorf("%s args: planTTLSeconds=%d is out of range: use 1 to 600", Name, args.PlanTTLSeconds)
+	}
+	if args.Reservation != nil {
+		if err := args.Reservation.defaults(); err != nil {
+			return args, opts, err
+		}
 	}
 	return args, opts, nil
 }
@@ -148,6 +156,10 @@ type Topology struct {
 
 	// eventPod is the pod the queue's last pod-added hint was about.
 	eventPod groups.EventPod
+	// resv holds domains for gangs that waited too long; nil when off.
+	resv *reserver
+	// runCtx is the plugin's context, for the reservation sweep.
+	runCtx context.Context
 }
 
 type rejection struct {
@@ -191,6 +203,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		nsLister:  h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
 		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister(),
 	}
+	t.runCtx = ctx
+	if args.Reservation != nil {
+		t.resv = newReserver(t, *args.Reservation, h.SharedInformerFactory().Core().V1().Nodes().Lister())
+		fed.SubscribeGone(t.resv.forget)
+	}
 	fed.Subscribe(t.groupChanged)
 	fed.SubscribeGone(t.forgetGroup)
 	instances.Register(ctx, h, t)
@@ -232,8 +249,15 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 	if probe.Is(state) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	if t.resv != nil {
+		t.resv.run(t.runCtx)
+	}
 	v := t.groups.ViewFor(state, pod)
 	if !v.Resolved() {
+		if t.resv != nil && t.resv.book.heldNodes() > 0 {
+			// Filter must run for plain pods: held nodes.
+			return nil, nil
+		}
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	root := v.Root()
@@ -311,7 +335,17 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("list snapshot nodes: %w", err))
 	}
-	input, members, err := BuildInput(tree, t.constraints(ctx, root, infos))
+	cons := t.constraints(ctx, root, infos)
+	opts := t.opts
+	if t.resv != nil {
+		if t.resv.book.heldNodes() > 0 {
+			cons.Closed = func(rep *corev1.Pod) map[string]string { return t.resv.closed(root, rep) }
+		}
+		if t.resv.wantsExplain(tree) {
+			opts.ExplainDomains = explainDomainsForReservation
+		}
+	}
+	input, members, err := BuildInput(tree, cons)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("plan group %s: %w", root, err))
 	}
@@ -321,7 +355,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	}
 	t.unusable.report(t.handle.EventRecorder(), table, t.snapshotNode)
 	start := time.Now()
-	result, err := table.Plan(input, reserved, t.opts)
+	result, err := table.Plan(input, reserved, opts)
 	planDuration.Observe(time.Since(start).Seconds())
 	p := &plan{created: time.Now(), rev: rev, snapshot: fingerprintOf(infos)}
 	var inf *placement.Infeasible
@@ -331,6 +365,9 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 		p.pinned = t.pinnedDomains(tree)
 		logger.V(3).Info("Group cannot be placed", "group", root, "reason", inf.Reason)
 		t.reportInfeasible(tree, inf)
+		if t.resv != nil {
+			t.resv.consider(logger, tree, inf, infos)
+		}
 	case err != nil:
 		return nil, fwk.AsStatus(fmt.Errorf("plan group %s: %w", root, err))
 	default:
@@ -471,6 +508,15 @@ func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *corev1.P
 		return nil
 	}
 	v := t.groups.ViewFor(state, pod)
+	if t.resv != nil {
+		var root groups.Key
+		if v.Resolved() {
+			root = v.Root()
+		}
+		if st := t.resv.filter(pod, root, v.Resolved(), ni.Node().Name); st != nil {
+			return st
+		}
+	}
 	if !v.Resolved() {
 		return nil
 	}
