@@ -40,6 +40,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 	phalanxqueuesort "github.com/phalanx-sched/phalanx/pkg/plugins/queuesort"
@@ -125,7 +126,7 @@ func New(ctx context.Context, cfg []config.KubeSchedulerProfile, sched *schedule
 			return nil, fmt.Errorf("inspect: profile %s: %w", name, err)
 		}
 		p.shadow = shadow
-		p.prober = topology.NewProber(shadow)
+		p.prober = planinput.NewProber(shadow)
 		in.profiles[name] = p
 		in.names = append(in.names, name)
 	}

@@ -12,7 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // Custom resources the plugin reacts to; the scheduler watches them through
@@ -107,7 +107,7 @@ func (pl *Gang) summarize(statuses fwk.NodeToStatusReader) (msg string, planner 
 			planner = false
 			continue
 		}
-		planner = planner && st.Plugin() == topology.Name
+		planner = planner && st.Plugin() == pluginrt.TopologyName
 		for _, r := range st.Reasons() {
 			counts[r]++
 		}

@@ -32,12 +32,12 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
-const Name = "PhalanxGang"
+const Name = pluginrt.GangName
 
 // Messages for groups whose members disagree, as the user guide quotes them.
 const (
@@ -298,21 +298,21 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	if v.Err != nil {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.Err.Error())
+		return nil, refuse(state, pluginrt.GroupInvalid, v.Err.Error())
 	}
 	ch := v.Chain
 	if msg := pl.validate(pod, v); msg != "" {
 		for _, g := range ch {
 			pl.shared.status.Set(g.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonInvalid, msg))
 		}
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		return nil, refuse(state, pluginrt.GroupInvalid, msg)
 	}
 	ok, short, err := pl.groups.ViewQuorum(v, groups.ByExisting)
 	if err != nil {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		return nil, refuse(state, pluginrt.GroupInvalid, err.Error())
 	}
 	if !ok {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, waitingMessage(short))
+		return nil, refuse(state, pluginrt.GroupIncomplete, waitingMessage(short))
 	}
 	if msg := pl.tooLarge(ch); msg != "" {
 		leaf := ch.Leaf()
@@ -326,13 +326,20 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 					fmt.Sprintf("child %s: %s", leaf.Key.Name, msg)))
 			}
 		}
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		return nil, refuse(state, pluginrt.GroupInfeasible, msg)
 	}
 	if msg := pl.minResourcesWait(pod, ch); msg != "" {
 		pl.shared.status.Set(ch.Leaf().Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		return nil, refuse(state, pluginrt.GroupInfeasible, msg)
 	}
 	return nil, nil
+}
+
+// refuse records in the cycle's state why the pod's group as a whole was
+// refused, for the preemption plugin, and returns the refusal.
+func refuse(state fwk.CycleState, v pluginrt.GroupVerdict, msg string) *fwk.Status {
+	pluginrt.RefuseGroup(state, v)
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
 
 // tooLarge returns why the pod's leaf gang cannot fit even an empty
@@ -741,7 +748,7 @@ func (pl *Gang) waitingToAllow(pod *corev1.Pod, v *groups.View) ([]fwk.WaitingPo
 
 // PostFilter runs when a member fits nowhere: it releases the waiting
 // siblings and explains the failure on the group, unless the group's plan
-// left the member out (topology.Surplus). For gangs it stops any
+// left the member out (pluginrt.Surplus). For gangs it stops any
 // later pod-level preemption (DefaultPreemption, in a profile that keeps
 // it) from evicting victims for one member of a gang that cannot be placed
 // as a whole.
@@ -754,7 +761,7 @@ func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.Err.Error())
 	}
 	ch, gang := v.Chain, v.Gang
-	if gang && topology.Surplus(state) {
+	if gang && pluginrt.Surplus(state) {
 		// The plan reaches the gang's minimum without this member: the
 		// siblings waiting in Permit are the ones planned, and releasing
 		// them would only make the gang start over. The member waits for

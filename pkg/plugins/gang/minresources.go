@@ -10,7 +10,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 )
 
 // The minResources gate of scheduler-plugins' PodGroups.
@@ -324,7 +324,7 @@ func (pl *Gang) minResourcesWait(pod *corev1.Pod, ch groups.Chain) string {
 			sum = placement.Resources{}
 			own[node] = sum
 		}
-		for name, v := range topology.Requests(m.Pod) {
+		for name, v := range planinput.Requests(m.Pod) {
 			sum[name] += v
 		}
 		sum[corev1.ResourcePods]++

@@ -15,10 +15,11 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
-const Name = "PhalanxQueueSort"
+const Name = pluginrt.QueueSortName
 
 // QueueSort implements fwk.QueueSortPlugin.
 type QueueSort struct {

@@ -19,15 +19,9 @@ var (
 		Help:           "Planned nodes the profile's Filter refused a member on, by the refusing plugin. Each is remembered so the group's next plan avoids it.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"plugin"})
-	probeDuration = metrics.NewHistogram(&metrics.HistogramOpts{
-		Name:           "phalanx_probe_duration_seconds",
-		Help:           "Time to run the profile's filters for one constrained pod shape against the snapshot.",
-		Buckets:        metrics.ExponentialBuckets(0.0001, 2, 16),
-		StabilityLevel: metrics.ALPHA,
-	})
 	registerOnce sync.Once
 )
 
 func init() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(planDuration, planRejections, probeDuration) })
+	registerOnce.Do(func() { legacyregistry.MustRegister(planDuration, planRejections) })
 }

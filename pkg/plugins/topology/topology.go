@@ -34,11 +34,13 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
-const Name = "PhalanxTopology"
+const Name = pluginrt.TopologyName
 
 // Args configure the plugin.
 //
@@ -130,7 +132,7 @@ type Topology struct {
 
 	mu    sync.Mutex
 	plans map[groups.Key]*plan
-	nodes SnapshotNodes
+	nodes planinput.SnapshotNodes
 	// rejected remembers, per hierarchy root, the planned nodes the
 	// profile's Filter refused members on, so no plan repeats them.
 	rejected map[groups.Key]map[string]map[string]rejection
@@ -147,7 +149,7 @@ type Topology struct {
 }
 
 type rejection struct {
-	Rejection
+	planinput.Rejection
 	at time.Time
 }
 
@@ -181,8 +183,8 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		handle: h, groups: fed, status: w, args: args, opts: opts,
 		plans:     map[groups.Key]*plan{},
 		rejected:  map[groups.Key]map[string]map[string]rejection{},
-		prober:    NewProber(h),
-		probeAll:  sync.OnceValue(func() bool { return unknownFilters(h) }),
+		prober:    planinput.NewProber(h),
+		probeAll:  sync.OnceValue(func() bool { return planinput.UnknownFilters(h) }),
 		nsLister:  h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
 		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister(),
 	}
@@ -233,7 +235,7 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 	}
 	root := v.Root()
 	t.ensureMember(pod)
-	key := PodKey(pod)
+	key := planinput.PodKey(pod)
 	p := t.usablePlan(root, key)
 	if p == nil {
 		var st *fwk.Status
@@ -248,7 +250,7 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 	writeDomains(state, p.domains)
 	node, ok := p.assignments[key]
 	if !ok {
-		MarkSurplus(state)
+		pluginrt.MarkSurplus(state)
 		msg := fmt.Sprintf("no room for member %s in its group's domain: %d members placed by the plan", pod.Name, len(p.assignments))
 		leaf := v.Leaf()
 		if info, ok := t.groups.Get(leaf); ok && info.Bound == 0 {
@@ -306,7 +308,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("list snapshot nodes: %w", err))
 	}
-	input, members, err := BuildInput(tree, t.constraints(ctx, root, infos))
+	input, members, err := planinput.BuildInput(tree, t.constraints(ctx, root, infos))
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("plan group %s: %w", root, err))
 	}
@@ -355,7 +357,7 @@ func (t *Topology) nominate(logger klog.Logger, tree *groups.Tree, assignments m
 			if m.State != groups.Pending {
 				continue
 			}
-			node, ok := assignments[PodKey(m.Pod)]
+			node, ok := assignments[planinput.PodKey(m.Pod)]
 			if !ok {
 				// Left out of this plan: a nomination it still holds (an
 				// older plan's, a preemption's) would count against its
@@ -383,7 +385,7 @@ func (t *Topology) nominate(logger klog.Logger, tree *groups.Tree, assignments m
 func (t *Topology) unnominate(old, replacement *plan) {
 	for _, pod := range old.nominated {
 		if replacement != nil {
-			if _, still := replacement.assignments[PodKey(pod)]; still {
+			if _, still := replacement.assignments[planinput.PodKey(pod)]; still {
 				continue
 			}
 		}
@@ -501,7 +503,7 @@ func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *corev1.P
 // the plan did not see, the node is remembered for the member's shape, so
 // the next plan does not repeat the rejection.
 func (t *Topology) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	if Surplus(state) {
+	if pluginrt.Surplus(state) {
 		// The plan stands: it did not count on this member.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
@@ -510,7 +512,7 @@ func (t *Topology) PostFilter(ctx context.Context, state fwk.CycleState, pod *co
 		p := t.plans[root]
 		t.mu.Unlock()
 		if p != nil && p.infeasible == nil {
-			if node, planned := p.assignments[PodKey(pod)]; planned {
+			if node, planned := p.assignments[planinput.PodKey(pod)]; planned {
 				t.recordRejection(ctx, root, pod, node, p.assignments, statuses.Get(node))
 			}
 			t.drop(root)
