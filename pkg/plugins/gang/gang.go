@@ -31,7 +31,6 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
@@ -145,27 +144,16 @@ func (s *shared) attemptStarted(unit groups.Key) {
 	s.mu.Unlock()
 }
 
-var (
-	sharedMu  sync.Mutex
-	sharedFor = map[*groups.Fed]*shared{}
-)
-
-// New builds the plugin from its args, for a scheduler that is never
-// stopped gracefully.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	return NewWithDrain(nil)(ctx, obj, h)
-}
-
-// NewWithDrain returns the plugin's factory for a scheduler whose graceful
-// stop waits on d (nil: a Drain nobody waits on). Every profile of one
-// scheduler must get the same d.
-func NewWithDrain(d *Drain) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+// Factory returns the plugin's factory for the scheduler that rt serves,
+// whose graceful stop waits on d (nil: a Drain nobody waits on). Every
+// profile of one scheduler gets the same rt and d.
+func Factory(rt *pluginrt.Runtime, d *Drain) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		return newGang(ctx, obj, h, d)
+		return newGang(ctx, obj, h, rt, d)
 	}
 }
 
-func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, d *Drain) (fwk.Plugin, error) {
+func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt.Runtime, d *Drain) (fwk.Plugin, error) {
 	if d == nil {
 		d = NewDrain()
 	}
@@ -179,49 +167,45 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, d *Drain) (f
 		// group, and Phalanx's plugins would see its pods only per pod.
 		return nil, fmt.Errorf("%s: run phalanx-scheduler with the feature gate GenericWorkload off (its default): Phalanx schedules scheduling.k8s.io PodGroups itself", Name)
 	}
-	fed, err := groups.Shared(ctx, h.SharedInformerFactory(), h.KubeConfig())
+	inst, err := rt.Instance(ctx, h)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
+	fed := inst.Groups
 	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{},
 		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister()}
 	if err := pl.watchNodeDeletions(); err != nil {
 		return nil, fmt.Errorf("%s: watch node deletions: %w", Name, err)
 	}
 	fed.SubscribeGone(pl.forgetVerdict)
-	instances.Register(ctx, h, pl)
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if s := sharedFor[fed]; s != nil {
+	rt.Register(ctx, h, pl)
+	// The first profile's plugin builds what every profile shares; its
+	// args (bindConcurrency, Permit timeouts) are the ones that count.
+	pl.shared, err = pluginrt.Shared(inst, Name, func() (*shared, error) {
+		jobs, err := newJobHolds(ctx, h.KubeConfig(), h)
+		if err != nil {
+			return nil, err
+		}
+		s := &shared{status: inst.Status, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}, room: newMinRoom(), drain: d, lifetime: ctx}
 		pl.shared = s
-		return pl, nil
-	}
-	writer, err := groupstatus.For(ctx, fed, h.KubeConfig())
+		s.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
+		nodes := h.SharedInformerFactory().Core().V1().Nodes()
+		s.capacity = newCapacity(nodes.Lister())
+		if err := s.capacity.watch(nodes.Informer()); err != nil {
+			return nil, fmt.Errorf("watch node capacity: %w", err)
+		}
+		fed.Subscribe(pl.groupChanged)
+		fed.SubscribeGone(pl.forgetGroup)
+		go func() {
+			<-ctx.Done()
+			s.attempts.reset()
+			s.deadlines.stop()
+		}()
+		return s, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	jobs, err := newJobHolds(ctx, h.KubeConfig(), h)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}, room: newMinRoom(), drain: d, lifetime: ctx}
-	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
-	nodes := h.SharedInformerFactory().Core().V1().Nodes()
-	pl.shared.capacity = newCapacity(nodes.Lister())
-	if err := pl.shared.capacity.watch(nodes.Informer()); err != nil {
-		return nil, fmt.Errorf("%s: watch node capacity: %w", Name, err)
-	}
-	sharedFor[fed] = pl.shared
-	fed.Subscribe(pl.groupChanged)
-	fed.SubscribeGone(pl.forgetGroup)
-	go func(s *shared) {
-		<-ctx.Done()
-		sharedMu.Lock()
-		delete(sharedFor, fed)
-		sharedMu.Unlock()
-		s.attempts.reset()
-		s.deadlines.stop()
-	}(pl.shared)
 	return pl, nil
 }
 

@@ -36,7 +36,6 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
@@ -73,16 +72,19 @@ type Preemption struct {
 
 var _ fwk.PostFilterPlugin = &Preemption{}
 
-// New builds the plugin.
-func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	fed, err := groups.Shared(ctx, h.SharedInformerFactory(), h.KubeConfig())
+// Factory returns the plugin's factory for the scheduler that rt serves.
+func Factory(rt *pluginrt.Runtime) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return newPreemption(ctx, h, rt)
+	}
+}
+
+func newPreemption(ctx context.Context, h fwk.Handle, rt *pluginrt.Runtime) (fwk.Plugin, error) {
+	inst, err := rt.Instance(ctx, h)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	w, err := groupstatus.For(ctx, fed, h.KubeConfig())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
+	fed, w := inst.Groups, inst.Status
 	p := &Preemption{
 		handle:  h,
 		groups:  fed,
@@ -96,7 +98,7 @@ func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	fed.SubscribeGone(p.forgetGroup)
-	instances.Register(ctx, h, p)
+	rt.Register(ctx, h, p)
 	return p, nil
 }
 

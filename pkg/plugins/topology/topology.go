@@ -33,7 +33,6 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
@@ -165,20 +164,23 @@ var (
 	_ fwk.EnqueueExtensions = &Topology{}
 )
 
-// New builds the plugin.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+// Factory returns the plugin's factory for the scheduler that rt serves.
+func Factory(rt *pluginrt.Runtime) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return newTopology(ctx, obj, h, rt)
+	}
+}
+
+func newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt.Runtime) (fwk.Plugin, error) {
 	args, opts, err := DecodeArgs(obj)
 	if err != nil {
 		return nil, err
 	}
-	fed, err := groups.Shared(ctx, h.SharedInformerFactory(), h.KubeConfig())
+	inst, err := rt.Instance(ctx, h)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	w, err := groupstatus.For(ctx, fed, h.KubeConfig())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
+	fed, w := inst.Groups, inst.Status
 	t := &Topology{
 		handle: h, groups: fed, status: w, args: args, opts: opts,
 		plans:     map[groups.Key]*plan{},
@@ -190,7 +192,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	fed.Subscribe(t.groupChanged)
 	fed.SubscribeGone(t.forgetGroup)
-	instances.Register(ctx, h, t)
+	rt.Register(ctx, h, t)
 	return t, nil
 }
 
