@@ -160,7 +160,13 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 		return nil, err
 	}
 	// PriorityClasses must be known before the first PreFilter resolves one.
-	_ = factory.Scheduling().V1().PriorityClasses().Informer()
+	// The globalDefault class is kept from their events, so a group without
+	// a class name resolves without listing every class.
+	classes := NewPriorityClasses(f.PriorityClasses)
+	if _, err := factory.Scheduling().V1().PriorityClasses().Informer().AddEventHandler(classes.Handler()); err != nil {
+		return nil, err
+	}
+	f.PriorityClasses = classes
 
 	pf.Start(ctx.Done())
 	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)

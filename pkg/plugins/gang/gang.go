@@ -352,20 +352,6 @@ func (pl *Gang) tooLarge(ch groups.Chain) string {
 // PreFilterExtensions is not needed: the plugin has no Filter.
 func (*Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-func podPriority(p *corev1.Pod) int32 {
-	if p.Spec.Priority != nil {
-		return *p.Spec.Priority
-	}
-	return 0
-}
-
-func podPolicy(p *corev1.Pod) corev1.PreemptionPolicy {
-	if p.Spec.PreemptionPolicy != nil {
-		return *p.Spec.PreemptionPolicy
-	}
-	return corev1.PreemptLowerPriority
-}
-
 // validate checks that all live members of the hierarchy agree with the
 // group (or, for a label group, with each other). It returns the user-facing
 // reason, "" when valid.
@@ -418,12 +404,12 @@ func (pl *Gang) validate(pod *corev1.Pod, v *groups.View) string {
 // differs. Label gangs and scheduler-plugins' PodGroups define no priority:
 // their members' own (ref's) is the group's, and they must agree.
 func wanted(ref *corev1.Pod, root groups.Info, classes schedulinglisters.PriorityClassLister) (int32, corev1.PreemptionPolicy, string, error) {
-	if root.PriorityFromMembers {
-		return podPriority(ref), podPolicy(ref), MsgPolicyMismatch, nil
-	}
-	prio, policy, err := groups.ResolvePriority(root, classes)
+	prio, policy, err := groups.EffectivePriority(ref, root, classes)
 	if err != nil {
 		return 0, "", "", err
+	}
+	if root.PriorityFromMembers {
+		return prio, policy, MsgPolicyMismatch, nil
 	}
 	return prio, policy, MsgPolicyMismatchWithGroup, nil
 }
@@ -432,10 +418,10 @@ func wanted(ref *corev1.Pod, root groups.Info, classes schedulinglisters.Priorit
 // ref, the member being scheduled; "" when it agrees.
 func mismatch(m, ref *corev1.Pod, prio int32, policy corev1.PreemptionPolicy, policyMsg string) string {
 	switch {
-	case podPriority(m) != prio:
-		return fmt.Sprintf("%s: pod %s has priority %d, the group %d", MsgPriorityMismatch, m.Name, podPriority(m), prio)
-	case podPolicy(m) != policy:
-		return fmt.Sprintf("%s: pod %s has %s, the group %s", policyMsg, m.Name, podPolicy(m), policy)
+	case groups.PodPriority(m) != prio:
+		return fmt.Sprintf("%s: pod %s has priority %d, the group %d", MsgPriorityMismatch, m.Name, groups.PodPriority(m), prio)
+	case groups.PodPolicy(m) != policy:
+		return fmt.Sprintf("%s: pod %s has %s, the group %s", policyMsg, m.Name, groups.PodPolicy(m), policy)
 	case m.Spec.SchedulerName != ref.Spec.SchedulerName:
 		return fmt.Sprintf("%s: pod %s uses %q, pod %s uses %q", MsgSchedulerNameMismatch, m.Name, m.Spec.SchedulerName, ref.Name, ref.Spec.SchedulerName)
 	}

@@ -420,13 +420,6 @@ func (p *Preemption) violatesPDB(pod *corev1.Pod) bool {
 	return false
 }
 
-func podPriority(pod *corev1.Pod) int32 {
-	if pod.Spec.Priority != nil {
-		return *pod.Spec.Priority
-	}
-	return 0
-}
-
 func (p *Preemption) remember(root groups.Key, victims []*corev1.Pod) {
 	pe := &pendingEviction{victims: map[types.UID]string{}, at: time.Now()}
 	for _, v := range victims {
