@@ -188,7 +188,8 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		chosen = append(chosen, byKey[k])
 	}
 	p.remember(root.Key, chosen)
-	p.nominate(logger, tree, result.Plan)
+	// The freed room is reserved for the group's pending members.
+	planinput.Nominate(logger, p.handle, tree, result.Plan.Assignments, false)
 	go p.evict(context.WithoutCancel(ctx), pod, root.Key, chosen)
 
 	node := result.Plan.Assignments[planinput.PodKey(pod)]
@@ -472,32 +473,6 @@ func splitKey(k string) (string, string) {
 		}
 	}
 	return "", k
-}
-
-// nominate reserves the freed room for the group's pending members.
-func (p *Preemption) nominate(logger klog.Logger, tree *groups.Tree, plan *placement.Plan) {
-	if plan == nil {
-		return
-	}
-	var walk func(*groups.Tree)
-	walk = func(t *groups.Tree) {
-		for _, m := range t.Members {
-			if m.State != groups.Pending {
-				continue
-			}
-			node, ok := plan.Assignments[planinput.PodKey(m.Pod)]
-			if !ok {
-				continue
-			}
-			if pi, err := framework.NewPodInfo(m.Pod); err == nil {
-				p.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride})
-			}
-		}
-		for _, ch := range t.Children {
-			walk(ch)
-		}
-	}
-	walk(tree)
 }
 
 // evict marks each victim with a DisruptionTarget condition, marks victim

@@ -26,7 +26,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -335,7 +334,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	default:
 		p.assignments = result.Assignments
 		p.domains = result.Domains
-		p.nominated = t.nominate(logger, tree, result.Assignments)
+		p.nominated = planinput.Nominate(logger, t.handle, tree, result.Assignments, true)
 		t.reportChoices(logger, tree, result.Choices)
 		logger.V(4).Info("Planned group", "group", root, "pods", len(result.Assignments), "domains", result.Domains)
 	}
@@ -347,39 +346,6 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 		t.unnominate(old, p)
 	}
 	return p, nil
-}
-
-// nominate records the planned node of every pending member, so other pods'
-// Filter accounts for the room promised to them.
-func (t *Topology) nominate(logger klog.Logger, tree *groups.Tree, assignments map[string]string) []*corev1.Pod {
-	var out []*corev1.Pod
-	var walk func(*groups.Tree)
-	walk = func(tr *groups.Tree) {
-		for _, m := range tr.Members {
-			if m.State != groups.Pending {
-				continue
-			}
-			node, ok := assignments[planinput.PodKey(m.Pod)]
-			if !ok {
-				// Left out of this plan: a nomination it still holds (an
-				// older plan's, a preemption's) would count against its
-				// placed siblings in the framework's Filter.
-				t.handle.DeleteNominatedPodIfExists(m.Pod)
-				continue
-			}
-			pi, err := framework.NewPodInfo(m.Pod)
-			if err != nil {
-				continue
-			}
-			t.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride})
-			out = append(out, m.Pod)
-		}
-		for _, ch := range tr.Children {
-			walk(ch)
-		}
-	}
-	walk(tree)
-	return out
 }
 
 // unnominate drops nominations of an old plan that a new plan does not
