@@ -29,6 +29,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/plugins"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // DefaultDrainTimeout bounds how long a stopping scheduler waits for the
@@ -41,6 +42,7 @@ const DefaultDrainTimeout = 30 * time.Second
 // kill), or, once term ends (SIGTERM), after its binds have drained.
 type Lifecycle struct {
 	drain   *gang.Drain
+	plugins *pluginrt.Runtime
 	timeout time.Duration
 
 	ctx    context.Context
@@ -59,7 +61,7 @@ type Lifecycle struct {
 // New starts a lifecycle. Build the scheduler with Context and Registry,
 // then Attach it. timeout 0 stops without waiting, as kube-scheduler does.
 func New(parent, term context.Context, timeout time.Duration) *Lifecycle {
-	l := &Lifecycle{drain: gang.NewDrain(), timeout: timeout, stopped: make(chan struct{})}
+	l := &Lifecycle{drain: gang.NewDrain(), plugins: pluginrt.New(), timeout: timeout, stopped: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(parent)
 	go func() {
 		select {
@@ -76,8 +78,13 @@ func New(parent, term context.Context, timeout time.Duration) *Lifecycle {
 // and its plugins send binding requests on it.
 func (l *Lifecycle) Context() context.Context { return l.ctx }
 
-// Registry is the Phalanx plugin registry wired to this instance's drain.
-func (l *Lifecycle) Registry() []app.Option { return plugins.RegistryWithDrain(l.drain) }
+// Registry is the Phalanx plugin registry wired to this instance's drain
+// and plugin runtime.
+func (l *Lifecycle) Registry() []app.Option { return plugins.RegistryFor(l.plugins, l.drain) }
+
+// Plugins is the runtime this instance's plugins share, for the
+// diagnostics that read their state.
+func (l *Lifecycle) Plugins() *pluginrt.Runtime { return l.plugins }
 
 // Attach makes sched's scheduling loop take no more pods once the stop
 // has begun. Call it before sched runs.

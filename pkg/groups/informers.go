@@ -43,7 +43,7 @@ type Fed struct {
 	mu     sync.Mutex
 }
 
-// NewFed returns a cache that no informer feeds yet: Shared wires one to
+// NewFed returns a cache that no informer feeds yet: Informed wires one to
 // the scheduler's informers, and callers without an API server (tests)
 // feed it through the On* handlers.
 func NewFed() *Fed { return &Fed{Cache: NewCache()} }
@@ -106,22 +106,13 @@ func (f *Fed) notify(k Key, object bool) {
 	}
 }
 
-var (
-	sharedMu sync.Mutex
-	shared   = map[informers.SharedInformerFactory]*Fed{}
-)
-
-// Shared returns the one cache of the scheduler that owns factory, creating
-// and syncing it on first use. Every profile's plugins get the same cache,
-// because all profiles of a kube-scheduler share one informer factory.
-// The CRD informers are started here; pod and PriorityClass informers come
-// from the scheduler's factory, which the scheduler starts itself.
-func Shared(ctx context.Context, factory informers.SharedInformerFactory, cfg *restclient.Config) (*Fed, error) {
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if f := shared[factory]; f != nil {
-		return f, nil
-	}
+// Informed builds and syncs the cache of the scheduler that owns factory,
+// until ctx ends. A scheduler builds one for all its profiles (the plugins'
+// runtime, pkg/plugins/pluginrt, holds it), since they share one informer
+// factory. The CRD informers are started here; pod and PriorityClass
+// informers come from the scheduler's factory, which the scheduler starts
+// itself.
+func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg *restclient.Config) (*Fed, error) {
 	crdCfg := restclient.CopyConfig(cfg)
 	crdCfg.ContentType = "application/json"
 	crdCfg.AcceptContentTypes = "application/json"
@@ -169,7 +160,13 @@ func Shared(ctx context.Context, factory informers.SharedInformerFactory, cfg *r
 		return nil, err
 	}
 	// PriorityClasses must be known before the first PreFilter resolves one.
-	_ = factory.Scheduling().V1().PriorityClasses().Informer()
+	// The globalDefault class is kept from their events, so a group without
+	// a class name resolves without listing every class.
+	classes := NewPriorityClasses(f.PriorityClasses)
+	if _, err := factory.Scheduling().V1().PriorityClasses().Informer().AddEventHandler(classes.Handler()); err != nil {
+		return nil, err
+	}
+	f.PriorityClasses = classes
 
 	pf.Start(ctx.Done())
 	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -193,11 +190,7 @@ func Shared(ctx context.Context, factory informers.SharedInformerFactory, cfg *r
 	go func() {
 		<-ctx.Done()
 		pf.Shutdown()
-		sharedMu.Lock()
-		delete(shared, factory)
-		sharedMu.Unlock()
 	}()
-	shared[factory] = f
 	return f, nil
 }
 

@@ -131,12 +131,7 @@ func (f *Fed) Resolve(pod *corev1.Pod) *View {
 			v.Unit, v.Gang = g.Key, true
 		}
 	}
-	root := v.Chain.Root()
-	if root.PriorityFromMembers {
-		v.Priority, v.Policy = PodPriority(pod), PodPolicy(pod)
-	} else {
-		v.Priority, v.Policy, v.PriorityErr = ResolvePriority(root, f.PriorityClasses)
-	}
+	v.Priority, v.Policy, v.PriorityErr = EffectivePriority(pod, v.Chain.Root(), f.PriorityClasses)
 	return v
 }
 

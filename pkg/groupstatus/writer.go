@@ -362,19 +362,11 @@ func stamp(conds []metav1.Condition, gen int64) []metav1.Condition {
 	return out
 }
 
-var (
-	writersMu sync.Mutex
-	writers   = map[*groups.Fed]*Writer{}
-)
-
-// For returns the one Writer of the scheduler that owns fed, so plugins of
-// every profile coalesce into the same queue instead of racing.
-func For(ctx context.Context, fed *groups.Fed, cfg *restclient.Config) (*Writer, error) {
-	writersMu.Lock()
-	defer writersMu.Unlock()
-	if w := writers[fed]; w != nil {
-		return w, nil
-	}
+// New builds the Writer of the scheduler that owns fed, until ctx ends. A
+// scheduler builds one for all its profiles (the plugins' runtime,
+// pkg/plugins/pluginrt, holds it), so their writes coalesce into the same
+// queue instead of racing.
+func New(ctx context.Context, fed *groups.Fed, cfg *restclient.Config) (*Writer, error) {
 	c := restclient.CopyConfig(cfg)
 	c.ContentType = "application/json"
 	c.AcceptContentTypes = "application/json"
@@ -395,13 +387,9 @@ func For(ctx context.Context, fed *groups.Fed, cfg *restclient.Config) (*Writer,
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	w.events = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "phalanx-scheduler"})
-	writers[fed] = w
 	go func() {
 		<-ctx.Done()
 		broadcaster.Shutdown()
-		writersMu.Lock()
-		delete(writers, fed)
-		writersMu.Unlock()
 	}()
 	return w, nil
 }

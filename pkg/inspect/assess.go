@@ -15,6 +15,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
@@ -105,11 +106,11 @@ func (in *Inspector) assess(ctx context.Context, p *profile, tree *groups.Tree, 
 		return a, nil
 	}
 	constraints := p.topo.ConstraintsFor(ctx, p.shadow, p.prober, tree.Key, infos)
-	input, members, err := topology.BuildInput(tree, constraints)
+	input, members, err := planinput.BuildInput(tree, constraints)
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", tree.Key, err)
 	}
-	nodes := topology.NodesFromSnapshot(infos, p.real.NominatedPodsForNode, members)
+	nodes := planinput.NodesFromSnapshot(infos, p.real.NominatedPodsForNode, members)
 	opts := p.topo.PlanOptions()
 	opts.ExplainDomains = explainDomains
 	plan, err := placement.PlanGroup(nodes, input, opts)
@@ -159,7 +160,7 @@ func (in *Inspector) surplus(ctx context.Context, p *profile, tree *groups.Tree,
 		c.Members = slices.Clone(t.Members)
 		for i := range c.Members {
 			m := &c.Members[i]
-			if node, ok := plan.Assignments[topology.PodKey(m.Pod)]; ok && m.State == groups.Pending {
+			if node, ok := plan.Assignments[planinput.PodKey(m.Pod)]; ok && m.State == groups.Pending {
 				m.State, m.Node = groups.Bound, node
 				placed[node] = append(placed[node], m.Pod)
 			}

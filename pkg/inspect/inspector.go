@@ -39,7 +39,8 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 	phalanxqueuesort "github.com/phalanx-sched/phalanx/pkg/plugins/queuesort"
@@ -95,10 +96,11 @@ type profile struct {
 	gang *gang.Gang
 }
 
-// New builds an inspector for sched, whose profiles cfg configured. Call
-// it where the scheduler is built, with the feature gates the scheduler
-// runs with: the frameworks and the snapshot read them once.
-func New(ctx context.Context, cfg []config.KubeSchedulerProfile, sched *scheduler.Scheduler, opts Options) (*Inspector, error) {
+// New builds an inspector for sched, whose profiles cfg configured and
+// whose plugins share rt. Call it where the scheduler is built, with the
+// feature gates the scheduler runs with: the frameworks and the snapshot
+// read them once.
+func New(ctx context.Context, rt *pluginrt.Runtime, cfg []config.KubeSchedulerProfile, sched *scheduler.Scheduler, opts Options) (*Inspector, error) {
 	in := &Inspector{opts: opts, sched: sched, snap: backendcache.NewEmptySnapshot(), profiles: map[string]*profile{}}
 	for i := range cfg {
 		name := cfg[i].SchedulerName
@@ -107,13 +109,13 @@ func New(ctx context.Context, cfg []config.KubeSchedulerProfile, sched *schedule
 			return nil, fmt.Errorf("inspect: the scheduler has no profile %q", name)
 		}
 		p := &profile{name: name, real: real}
-		if pl, ok := instances.Get(real, topology.Name); ok {
+		if pl, ok := rt.Plugin(real, topology.Name); ok {
 			p.topo = pl.(*topology.Topology)
 		}
-		if pl, ok := instances.Get(real, preemption.Name); ok {
+		if pl, ok := rt.Plugin(real, preemption.Name); ok {
 			p.pre = pl.(*preemption.Preemption)
 		}
-		if pl, ok := instances.Get(real, gang.Name); ok {
+		if pl, ok := rt.Plugin(real, gang.Name); ok {
 			p.gang = pl.(*gang.Gang)
 		}
 		if p.gang == nil {
@@ -125,7 +127,7 @@ func New(ctx context.Context, cfg []config.KubeSchedulerProfile, sched *schedule
 			return nil, fmt.Errorf("inspect: profile %s: %w", name, err)
 		}
 		p.shadow = shadow
-		p.prober = topology.NewProber(shadow)
+		p.prober = planinput.NewProber(shadow)
 		in.profiles[name] = p
 		in.names = append(in.names, name)
 	}
@@ -133,9 +135,9 @@ func New(ctx context.Context, cfg []config.KubeSchedulerProfile, sched *schedule
 		return nil, errors.New("inspect: no profile runs the Phalanx plugins")
 	}
 	slices.Sort(in.names)
-	fed, err := groups.Shared(ctx, sched.Profiles[in.names[0]].SharedInformerFactory(), sched.Profiles[in.names[0]].KubeConfig())
-	if err != nil {
-		return nil, err
+	fed, ok := rt.Groups()
+	if !ok {
+		return nil, errors.New("inspect: the scheduler's plugins have stopped")
 	}
 	in.fed = fed
 	return in, nil

@@ -13,7 +13,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 )
 
 // zoneKey is always in the capacity table unless the caller picks keys.
@@ -87,7 +87,7 @@ func (in *Inspector) topGroup(tree *groups.Tree, waiting map[string]bool) debuga
 			case groups.Pending:
 				g.Pending++
 			case groups.Assumed, groups.Bound:
-				for name, v := range topology.Requests(m.Pod) {
+				for name, v := range planinput.Requests(m.Pod) {
 					held[name] += v
 				}
 			}
@@ -190,7 +190,7 @@ func capacity(infos []fwk.NodeInfo, key string, nominated func(string) []fwk.Pod
 		alloc, req := resourcesOf(ni.GetAllocatable()), resourcesOf(ni.GetRequested())
 		nom := placement.Resources{}
 		for _, p := range nominated(n.Name) {
-			for name, q := range topology.Requests(p.GetPod()) {
+			for name, q := range planinput.Requests(p.GetPod()) {
 				nom[name] += q
 			}
 		}

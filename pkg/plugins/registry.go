@@ -9,6 +9,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/queuesort"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
@@ -16,17 +17,20 @@ import (
 
 // Registry lists the out-of-tree plugins of the Phalanx scheduler, for a
 // scheduler that is never stopped gracefully.
-func Registry() []app.Option { return RegistryWithDrain(nil) }
+func Registry() []app.Option { return RegistryFor(pluginrt.New(), nil) }
 
-// RegistryWithDrain lists the plugins of one scheduler instance whose
-// graceful stop waits on d (pkg/graceful). Both cmd/phalanx-scheduler and
-// the sandbox use it, so tests exercise exactly the binary's code path.
-func RegistryWithDrain(d *gang.Drain) []app.Option {
+// RegistryFor lists the plugins of one scheduler instance: they share rt,
+// and its graceful stop waits on d (pkg/graceful). Both
+// cmd/phalanx-scheduler and the sandbox use it, so tests exercise exactly
+// the binary's code path. Every profile's plugins are built from these
+// factories, so the profiles share rt's cache, status writer and bind
+// slots.
+func RegistryFor(rt *pluginrt.Runtime, d *gang.Drain) []app.Option {
 	return []app.Option{
-		app.WithPlugin(queuesort.Name, queuesort.New),
-		app.WithPlugin(gang.Name, gang.NewWithDrain(d)),
-		app.WithPlugin(topology.Name, topology.New),
-		app.WithPlugin(preemption.Name, preemption.New),
+		app.WithPlugin(queuesort.Name, queuesort.Factory(rt)),
+		app.WithPlugin(gang.Name, gang.Factory(rt, d)),
+		app.WithPlugin(topology.Name, topology.Factory(rt)),
+		app.WithPlugin(preemption.Name, preemption.Factory(rt)),
 	}
 }
 

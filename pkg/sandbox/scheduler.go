@@ -20,9 +20,11 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
 	"github.com/phalanx-sched/phalanx/pkg/graceful"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/inspect"
 	"github.com/phalanx-sched/phalanx/pkg/plugins"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // Scheduler is a kube-scheduler running inside this process with the same
@@ -103,9 +105,12 @@ func (s *Scheduler) NominatedPods(nodes []string) map[string][]string {
 	return out
 }
 
-// InformerFactory is the scheduler's shared informer factory, the key under
-// which its plugins share state (e.g. groups.Shared).
+// InformerFactory is the scheduler's shared informer factory.
 func (s *Scheduler) InformerFactory() informers.SharedInformerFactory { return s.informer }
+
+// Groups is the group cache the scheduler's plugins share; false once the
+// scheduler has stopped.
+func (s *Scheduler) Groups() (*groups.Fed, bool) { return s.life.Plugins().Groups() }
 
 // Stop ends the scheduler at once, as SIGKILL would (binding requests in
 // flight are abandoned), and waits until its loop has returned.
@@ -195,7 +200,7 @@ func StartSchedulerWith(ctx context.Context, configPath string, so SchedulerOpti
 		return nil, fmt.Errorf("set up scheduler from %s: %w", configPath, err)
 	}
 	life.Attach(sched)
-	gang.QuietMemberEvents(sched.Profiles)
+	gang.QuietMemberEvents(life.Plugins(), sched.Profiles)
 	cc.EventBroadcaster.StartRecordingToSink(ctx.Done())
 	cc.InformerFactory.Start(ctx.Done())
 	if cc.DynInformerFactory != nil {
@@ -212,7 +217,7 @@ func StartSchedulerWith(ctx context.Context, configPath string, so SchedulerOpti
 	}
 	s := &Scheduler{life: life, term: stop, done: make(chan struct{}), sched: sched, informer: cc.InformerFactory}
 	if cc.SecureServing != nil {
-		if s.diagnostics, err = serveDiagnostics(ctx, cc, sched); err != nil {
+		if s.diagnostics, err = serveDiagnostics(ctx, life.Plugins(), cc, sched); err != nil {
 			cancel()
 			stop()
 			return nil, err
@@ -231,8 +236,8 @@ func StartSchedulerWith(ctx context.Context, configPath string, so SchedulerOpti
 // serveDiagnostics serves /debug/phalanx on the secure port cc carries,
 // behind its authentication and authorization: the sandbox runs no other
 // endpoint there.
-func serveDiagnostics(ctx context.Context, cc *schedulerconfig.CompletedConfig, sched *scheduler.Scheduler) (*debugapi.Endpoint, error) {
-	in, err := inspect.New(ctx, cc.ComponentConfig.Profiles, sched, inspect.Options{Identity: "sandbox", Parallelism: int(cc.ComponentConfig.Parallelism)})
+func serveDiagnostics(ctx context.Context, rt *pluginrt.Runtime, cc *schedulerconfig.CompletedConfig, sched *scheduler.Scheduler) (*debugapi.Endpoint, error) {
+	in, err := inspect.New(ctx, rt, cc.ComponentConfig.Profiles, sched, inspect.Options{Identity: "sandbox", Parallelism: int(cc.ComponentConfig.Parallelism)})
 	if err != nil {
 		return nil, err
 	}

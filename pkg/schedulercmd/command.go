@@ -47,6 +47,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/graceful"
 	"github.com/phalanx-sched/phalanx/pkg/inspect"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // DefaultPort is where /debug/phalanx is served: beside kube-scheduler's
@@ -137,12 +138,12 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 		return err
 	}
 	l.Attach(sched)
-	gang.QuietMemberEvents(sched.Profiles)
+	gang.QuietMemberEvents(l.Plugins(), sched.Profiles)
 	fg.(featuregate.MutableFeatureGate).AddMetrics()
 	opts.ComponentGlobalsRegistry.AddMetrics()
 
 	if port > 0 && cc.SecureServing != nil {
-		in, err := newInspector(ctx, cc.ComponentConfig.Profiles, int(cc.ComponentConfig.Parallelism), sched, cc.LeaderElection)
+		in, err := newInspector(ctx, l.Plugins(), cc.ComponentConfig.Profiles, int(cc.ComponentConfig.Parallelism), sched, cc.LeaderElection)
 		if err != nil {
 			return err
 		}
@@ -164,11 +165,11 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 
 // newInspector builds the diagnostics of sched. With leader election, only
 // the replica holding the Lease answers; the others point at it.
-func newInspector(ctx context.Context, profiles []kubeschedulerconfig.KubeSchedulerProfile, parallelism int, sched *scheduler.Scheduler, le *leaderelection.LeaderElectionConfig) (*inspect.Inspector, error) {
+func newInspector(ctx context.Context, rt *pluginrt.Runtime, profiles []kubeschedulerconfig.KubeSchedulerProfile, parallelism int, sched *scheduler.Scheduler, le *leaderelection.LeaderElectionConfig) (*inspect.Inspector, error) {
 	opts := inspect.Options{Parallelism: parallelism}
 	if le == nil {
 		opts.Identity, _ = os.Hostname()
-		return inspect.New(ctx, profiles, sched, opts)
+		return inspect.New(ctx, rt, profiles, sched, opts)
 	}
 	lock := le.Lock
 	opts.Identity = lock.Identity()
@@ -179,5 +180,5 @@ func newInspector(ctx context.Context, profiles []kubeschedulerconfig.KubeSchedu
 		}
 		return rec.HolderIdentity == opts.Identity, rec.HolderIdentity, nil
 	}
-	return inspect.New(ctx, profiles, sched, opts)
+	return inspect.New(ctx, rt, profiles, sched, opts)
 }

@@ -753,8 +753,8 @@ func (r *randomRunner) stuckCandidates() []string {
 		out = append(out, fmt.Sprintf("%s on %s (scheduler cache)", name, node))
 	}
 	if s := r.c.Scheduler(); s != nil {
-		fed, err := groups.Shared(r.ctx, s.InformerFactory(), r.c.Config)
-		require.NoError(r.t, err)
+		fed, ok := s.Groups()
+		require.True(r.t, ok, "the scheduler's group cache")
 		seen := map[groups.Key]bool{}
 		for _, g := range r.groups {
 			k := groups.Key{Kind: groups.PodGroupKind, Namespace: r.ns, Name: g.name}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 )
 
 // A gang larger than the cluster.
@@ -165,7 +165,7 @@ func exceedsAllocatable(need int, members []*corev1.Pod, alloc []placement.Resou
 	var least placement.Resources
 	same := true
 	for i, m := range members {
-		req := topology.Requests(m)
+		req := planinput.Requests(m)
 		if i == 0 {
 			least = req
 			continue

@@ -25,7 +25,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 func drainPod(name string) *corev1.Pod {
@@ -240,7 +240,7 @@ func TestMemberLeftOutOfThePlanReleasesNobody(t *testing.T) {
 
 		state := framework.NewCycleState()
 		if leftOut {
-			topology.MarkSurplus(state)
+			pluginrt.MarkSurplus(state)
 		}
 		_, st := pl.PostFilter(ctx, state, b, framework.NewDefaultNodeToStatus())
 		assert.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), "no pod-level preemption for a gang member")

@@ -17,8 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // Custom resources the plugin reacts to; the scheduler watches them through
@@ -155,7 +154,7 @@ func (pl *Gang) summarize(statuses fwk.NodeToStatusReader) (msg string, planner 
 			planner = false
 			continue
 		}
-		planner = planner && st.Plugin() == topology.Name
+		planner = planner && st.Plugin() == pluginrt.TopologyName
 		for _, r := range st.Reasons() {
 			counts[r]++
 		}
@@ -197,9 +196,9 @@ const scheduledReason = "Scheduled"
 // framework up in the map for every pod, gets a recorder that asks this
 // plugin's group cache first. The plugins keep the unwrapped framework and
 // its recorder: their own events are not filtered.
-func QuietMemberEvents(profiles profile.Map) {
+func QuietMemberEvents(rt *pluginrt.Runtime, profiles profile.Map) {
 	for name, f := range profiles {
-		p, ok := instances.Get(f, Name)
+		p, ok := rt.Plugin(f, Name)
 		if !ok {
 			continue
 		}
@@ -219,8 +218,8 @@ type quietFramework struct {
 
 func (q *quietFramework) EventRecorder() events.EventRecorderLogger { return q.rec }
 
-// Unwrap returns the framework the plugins were built with, which
-// pkg/plugins/instances files them under.
+// Unwrap returns the framework the plugins were built with, which the
+// plugins' runtime files them under.
 func (q *quietFramework) Unwrap() fwk.Handle { return q.Framework }
 
 // memberEventFilter passes every event on except Scheduled on a member of

@@ -32,13 +32,12 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
-const Name = "PhalanxGang"
+const Name = pluginrt.GangName
 
 // Messages for groups whose members disagree, as the user guide quotes them.
 const (
@@ -153,27 +152,16 @@ func (s *shared) attemptStarted(unit groups.Key) {
 	s.mu.Unlock()
 }
 
-var (
-	sharedMu  sync.Mutex
-	sharedFor = map[*groups.Fed]*shared{}
-)
-
-// New builds the plugin from its args, for a scheduler that is never
-// stopped gracefully.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	return NewWithDrain(nil)(ctx, obj, h)
-}
-
-// NewWithDrain returns the plugin's factory for a scheduler whose graceful
-// stop waits on d (nil: a Drain nobody waits on). Every profile of one
-// scheduler must get the same d.
-func NewWithDrain(d *Drain) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+// Factory returns the plugin's factory for the scheduler that rt serves,
+// whose graceful stop waits on d (nil: a Drain nobody waits on). Every
+// profile of one scheduler gets the same rt and d.
+func Factory(rt *pluginrt.Runtime, d *Drain) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		return newGang(ctx, obj, h, d)
+		return newGang(ctx, obj, h, rt, d)
 	}
 }
 
-func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, d *Drain) (fwk.Plugin, error) {
+func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt.Runtime, d *Drain) (fwk.Plugin, error) {
 	if d == nil {
 		d = NewDrain()
 	}
@@ -187,49 +175,45 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, d *Drain) (f
 		// group, and Phalanx's plugins would see its pods only per pod.
 		return nil, fmt.Errorf("%s: run phalanx-scheduler with the feature gate GenericWorkload off (its default): Phalanx schedules scheduling.k8s.io PodGroups itself", Name)
 	}
-	fed, err := groups.Shared(ctx, h.SharedInformerFactory(), h.KubeConfig())
+	inst, err := rt.Instance(ctx, h)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
+	fed := inst.Groups
 	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{},
 		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister()}
 	if err := pl.watchNodeDeletions(); err != nil {
 		return nil, fmt.Errorf("%s: watch node deletions: %w", Name, err)
 	}
 	fed.SubscribeGone(pl.forgetVerdict)
-	instances.Register(ctx, h, pl)
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if s := sharedFor[fed]; s != nil {
+	rt.Register(ctx, h, pl)
+	// The first profile's plugin builds what every profile shares; its
+	// args (bindConcurrency, Permit timeouts) are the ones that count.
+	pl.shared, err = pluginrt.Shared(inst, Name, func() (*shared, error) {
+		jobs, err := newJobHolds(ctx, h.KubeConfig(), h)
+		if err != nil {
+			return nil, err
+		}
+		s := &shared{status: inst.Status, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}, room: newMinRoom(), drain: d, lifetime: ctx}
 		pl.shared = s
-		return pl, nil
-	}
-	writer, err := groupstatus.For(ctx, fed, h.KubeConfig())
+		s.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
+		nodes := h.SharedInformerFactory().Core().V1().Nodes()
+		s.capacity = newCapacity(nodes.Lister())
+		if err := s.capacity.watch(nodes.Informer()); err != nil {
+			return nil, fmt.Errorf("watch node capacity: %w", err)
+		}
+		fed.Subscribe(pl.groupChanged)
+		fed.SubscribeGone(pl.forgetGroup)
+		go func() {
+			<-ctx.Done()
+			s.attempts.reset()
+			s.deadlines.stop()
+		}()
+		return s, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	jobs, err := newJobHolds(ctx, h.KubeConfig(), h)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	pl.shared = &shared{status: writer, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}, room: newMinRoom(), drain: d, lifetime: ctx}
-	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
-	nodes := h.SharedInformerFactory().Core().V1().Nodes()
-	pl.shared.capacity = newCapacity(nodes.Lister())
-	if err := pl.shared.capacity.watch(nodes.Informer()); err != nil {
-		return nil, fmt.Errorf("%s: watch node capacity: %w", Name, err)
-	}
-	sharedFor[fed] = pl.shared
-	fed.Subscribe(pl.groupChanged)
-	fed.SubscribeGone(pl.forgetGroup)
-	go func(s *shared) {
-		<-ctx.Done()
-		sharedMu.Lock()
-		delete(sharedFor, fed)
-		sharedMu.Unlock()
-		s.attempts.reset()
-		s.deadlines.stop()
-	}(pl.shared)
 	return pl, nil
 }
 
@@ -306,21 +290,21 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	if v.Err != nil {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.Err.Error())
+		return nil, refuse(state, pluginrt.GroupInvalid, v.Err.Error())
 	}
 	ch := v.Chain
 	if msg := pl.validate(pod, v); msg != "" {
 		for _, g := range ch {
 			pl.shared.status.Set(g.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonInvalid, msg))
 		}
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		return nil, refuse(state, pluginrt.GroupInvalid, msg)
 	}
 	ok, short, err := pl.groups.ViewQuorum(v, groups.ByExisting)
 	if err != nil {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		return nil, refuse(state, pluginrt.GroupInvalid, err.Error())
 	}
 	if !ok {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, waitingMessage(short))
+		return nil, refuse(state, pluginrt.GroupIncomplete, waitingMessage(short))
 	}
 	if msg := pl.tooLarge(ch); msg != "" {
 		leaf := ch.Leaf()
@@ -334,13 +318,20 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 					fmt.Sprintf("child %s: %s", leaf.Key.Name, msg)))
 			}
 		}
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		return nil, refuse(state, pluginrt.GroupInfeasible, msg)
 	}
 	if msg := pl.minResourcesWait(pod, ch); msg != "" {
 		pl.shared.status.Set(ch.Leaf().Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		return nil, refuse(state, pluginrt.GroupInfeasible, msg)
 	}
 	return nil, nil
+}
+
+// refuse records in the cycle's state why the pod's group as a whole was
+// refused, for the preemption plugin, and returns the refusal.
+func refuse(state fwk.CycleState, v pluginrt.GroupVerdict, msg string) *fwk.Status {
+	pluginrt.RefuseGroup(state, v)
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
 
 // tooLarge returns why the pod's leaf gang cannot fit even an empty
@@ -368,20 +359,6 @@ func (pl *Gang) tooLarge(ch groups.Chain) string {
 
 // PreFilterExtensions is not needed: the plugin has no Filter.
 func (*Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
-
-func podPriority(p *corev1.Pod) int32 {
-	if p.Spec.Priority != nil {
-		return *p.Spec.Priority
-	}
-	return 0
-}
-
-func podPolicy(p *corev1.Pod) corev1.PreemptionPolicy {
-	if p.Spec.PreemptionPolicy != nil {
-		return *p.Spec.PreemptionPolicy
-	}
-	return corev1.PreemptLowerPriority
-}
 
 // validate checks that all live members of the hierarchy agree with the
 // group (or, for a label group, with each other). It returns the user-facing
@@ -435,12 +412,12 @@ func (pl *Gang) validate(pod *corev1.Pod, v *groups.View) string {
 // differs. Label gangs and scheduler-plugins' PodGroups define no priority:
 // their members' own (ref's) is the group's, and they must agree.
 func wanted(ref *corev1.Pod, root groups.Info, classes schedulinglisters.PriorityClassLister) (int32, corev1.PreemptionPolicy, string, error) {
-	if root.PriorityFromMembers {
-		return podPriority(ref), podPolicy(ref), MsgPolicyMismatch, nil
-	}
-	prio, policy, err := groups.ResolvePriority(root, classes)
+	prio, policy, err := groups.EffectivePriority(ref, root, classes)
 	if err != nil {
 		return 0, "", "", err
+	}
+	if root.PriorityFromMembers {
+		return prio, policy, MsgPolicyMismatch, nil
 	}
 	return prio, policy, MsgPolicyMismatchWithGroup, nil
 }
@@ -449,10 +426,10 @@ func wanted(ref *corev1.Pod, root groups.Info, classes schedulinglisters.Priorit
 // ref, the member being scheduled; "" when it agrees.
 func mismatch(m, ref *corev1.Pod, prio int32, policy corev1.PreemptionPolicy, policyMsg string) string {
 	switch {
-	case podPriority(m) != prio:
-		return fmt.Sprintf("%s: pod %s has priority %d, the group %d", MsgPriorityMismatch, m.Name, podPriority(m), prio)
-	case podPolicy(m) != policy:
-		return fmt.Sprintf("%s: pod %s has %s, the group %s", policyMsg, m.Name, podPolicy(m), policy)
+	case groups.PodPriority(m) != prio:
+		return fmt.Sprintf("%s: pod %s has priority %d, the group %d", MsgPriorityMismatch, m.Name, groups.PodPriority(m), prio)
+	case groups.PodPolicy(m) != policy:
+		return fmt.Sprintf("%s: pod %s has %s, the group %s", policyMsg, m.Name, groups.PodPolicy(m), policy)
 	case m.Spec.SchedulerName != ref.Spec.SchedulerName:
 		return fmt.Sprintf("%s: pod %s uses %q, pod %s uses %q", MsgSchedulerNameMismatch, m.Name, m.Spec.SchedulerName, ref.Name, ref.Spec.SchedulerName)
 	}
@@ -749,7 +726,7 @@ func (pl *Gang) waitingToAllow(pod *corev1.Pod, v *groups.View) ([]fwk.WaitingPo
 
 // PostFilter runs when a member fits nowhere: it releases the waiting
 // siblings and explains the failure on the group, unless the group's plan
-// left the member out (topology.Surplus). For gangs it stops any
+// left the member out (pluginrt.Surplus). For gangs it stops any
 // later pod-level preemption (DefaultPreemption, in a profile that keeps
 // it) from evicting victims for one member of a gang that cannot be placed
 // as a whole.
@@ -762,7 +739,7 @@ func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.Err.Error())
 	}
 	ch, gang := v.Chain, v.Gang
-	if gang && topology.Surplus(state) {
+	if gang && pluginrt.Surplus(state) {
 		// The plan reaches the gang's minimum without this member: the
 		// siblings waiting in Permit are the ones planned, and releasing
 		// them would only make the gang start over. The member waits for

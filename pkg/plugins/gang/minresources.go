@@ -10,7 +10,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 )
 
 // The minResources gate of scheduler-plugins' PodGroups.
@@ -110,7 +110,7 @@ func (e *roomNode) below(ni fwk.NodeInfo, p int32) placement.Resources {
 	if e.byPriority == nil {
 		e.byPriority = map[int32]placement.Resources{}
 		for _, pi := range ni.GetPods() {
-			prio := podPriority(pi.GetPod())
+			prio := groups.PodPriority(pi.GetPod())
 			sum := e.byPriority[prio]
 			if sum == nil {
 				sum = placement.Resources{}
@@ -284,13 +284,10 @@ func judgeRoom(group groups.Key, need placement.Resources, nodes []gateNode, pre
 // schedules with: the root's, or the pod's own for groups whose priority
 // comes from their members.
 func (pl *Gang) groupPriority(pod *corev1.Pod, ch groups.Chain) (int32, corev1.PreemptionPolicy) {
-	root := ch.Root()
-	if !root.PriorityFromMembers {
-		if prio, policy, err := groups.ResolvePriority(root, pl.groups.PriorityClasses); err == nil {
-			return prio, policy
-		}
+	if prio, policy, err := groups.EffectivePriority(pod, ch.Root(), pl.groups.PriorityClasses); err == nil {
+		return prio, policy
 	}
-	return podPriority(pod), podPolicy(pod)
+	return groups.PodPriority(pod), groups.PodPolicy(pod)
 }
 
 // minResourcesWait returns why the pod's leaf group may not be tried yet
@@ -324,7 +321,7 @@ func (pl *Gang) minResourcesWait(pod *corev1.Pod, ch groups.Chain) string {
 			sum = placement.Resources{}
 			own[node] = sum
 		}
-		for name, v := range topology.Requests(m.Pod) {
+		for name, v := range planinput.Requests(m.Pod) {
 			sum[name] += v
 		}
 		sum[corev1.ResourcePods]++

@@ -17,7 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // recordingFramework is a profile's framework as far as the binding
@@ -81,11 +81,12 @@ func TestScheduledEventsOfGangMembers(t *testing.T) {
 		rec := &recorded{sent: map[string][]string{}}
 		real := &recordingFramework{rec: rec}
 		ctx, cancel := context.WithCancel(context.Background())
-		instances.Register(ctx, real, pl)
+		rt := pluginrt.New()
+		rt.Register(ctx, real, pl)
 		profiles := profile.Map{"phalanx-scheduler": real}
-		QuietMemberEvents(profiles)
+		QuietMemberEvents(rt, profiles)
 
-		got, ok := instances.Get(profiles["phalanx-scheduler"], Name)
+		got, ok := rt.Plugin(profiles["phalanx-scheduler"], Name)
 		require.True(t, ok, "diagnostics still find the plugin behind the profile")
 		assert.Same(t, pl, got)
 

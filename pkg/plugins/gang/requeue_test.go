@@ -109,7 +109,7 @@ func BenchmarkRequeueHeldGangs(b *testing.B) {
 	b.Cleanup(cancel)
 	// A writer whose API server never answers: PreEnqueue only queues
 	// the held groups' conditions.
-	w, err := groupstatus.For(ctx, fed, &restclient.Config{Host: "http://127.0.0.1:1"})
+	w, err := groupstatus.New(ctx, fed, &restclient.Config{Host: "http://127.0.0.1:1"})
 	require.NoError(b, err)
 	pl.shared.status = w
 	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})

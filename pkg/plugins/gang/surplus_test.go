@@ -20,7 +20,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // waitingHandle keeps the members the plugin lets wait in Permit and
@@ -97,9 +97,9 @@ func TestSurplusMemberDoesNotReleaseItsGang(t *testing.T) {
 	h.wait(a)
 
 	statuses := framework.NewDefaultNodeToStatus()
-	statuses.Set("n", fwk.NewStatus(fwk.Unschedulable, "no room for member g-2 in its group's domain: 2 members placed by the plan").WithPlugin(topology.Name))
+	statuses.Set("n", fwk.NewStatus(fwk.Unschedulable, "no room for member g-2 in its group's domain: 2 members placed by the plan").WithPlugin(pluginrt.TopologyName))
 	surplus := framework.NewCycleState()
-	topology.MarkSurplus(surplus)
+	pluginrt.MarkSurplus(surplus)
 	_, st = pl.PostFilter(ctx, surplus, c, statuses)
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), "nothing later preempts for one member of a gang")
 	assert.Empty(t, h.rejected, "the planned member keeps waiting for its planned sibling")

@@ -146,7 +146,7 @@ func (p *Preemption) preemptPod(ctx context.Context, state fwk.CycleState, pod *
 // eviction unit: the pod alone, its PodGroup with disruptionMode all, or
 // the highest CompositePodGroup with disruptionMode all above it.
 func (p *Preemption) victimOf(pod *corev1.Pod) victimID {
-	id := victimID{priority: podPriority(pod), kind: fwk.PodKeyType}
+	id := victimID{priority: groups.PodPriority(pod), kind: fwk.PodKeyType}
 	ch, grouped, err := p.groups.ChainOf(pod)
 	if !grouped || err != nil {
 		return id
@@ -176,22 +176,18 @@ func (p *Preemption) victimOf(pod *corev1.Pod) victimID {
 // group's priority (PhalanxGang's PreFilter enforces it), so the cap only
 // ever lowers pods that joined a group after they were scheduled.
 func victimPriority(pod *corev1.Pod, group int32) int32 {
-	return min(podPriority(pod), group)
+	return min(groups.PodPriority(pod), group)
 }
 
 // preemptorPriority is the priority and policy pod preempts with: its root
 // group's when it is grouped.
 func (p *Preemption) preemptorPriority(pod *corev1.Pod) (int32, corev1.PreemptionPolicy) {
-	policy := corev1.PreemptLowerPriority
-	if pod.Spec.PreemptionPolicy != nil {
-		policy = *pod.Spec.PreemptionPolicy
-	}
 	if ch, grouped, err := p.groups.ChainOf(pod); grouped && err == nil {
-		if prio, pol, ok := p.rootPriority(ch); ok {
+		if prio, pol, err := groups.EffectivePriority(pod, ch.Root(), p.groups.PriorityClasses); err == nil {
 			return prio, pol
 		}
 	}
-	return podPriority(pod), policy
+	return groups.PodPriority(pod), groups.PodPolicy(pod)
 }
 
 // rootPriority is the priority and policy of a chain's root, which are
@@ -227,7 +223,7 @@ func (e *podEvaluator) SelectVictimsOnNode(ctx context.Context, state fwk.CycleS
 		return nil, 0, fwk.AsStatus(err)
 	}
 	idx := data.(*unitIndex).get()
-	if prio := idx.preemptorPriority; podPriority(preemptor) != prio {
+	if prio := idx.preemptorPriority; groups.PodPriority(preemptor) != prio {
 		// Upstream compares victims against the pod's own priority; a
 		// shallow copy is enough to give it another.
 		cp := *preemptor

@@ -36,14 +36,13 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
-const Name = "PhalanxPreemption"
+const Name = pluginrt.PreemptionName
 
 // victimWait bounds how long a group waits for its earlier victims before
 // it may preempt again (a victim stuck terminating must not block forever).
@@ -73,16 +72,19 @@ type Preemption struct {
 
 var _ fwk.PostFilterPlugin = &Preemption{}
 
-// New builds the plugin.
-func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	fed, err := groups.Shared(ctx, h.SharedInformerFactory(), h.KubeConfig())
+// Factory returns the plugin's factory for the scheduler that rt serves.
+func Factory(rt *pluginrt.Runtime) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return newPreemption(ctx, h, rt)
+	}
+}
+
+func newPreemption(ctx context.Context, h fwk.Handle, rt *pluginrt.Runtime) (fwk.Plugin, error) {
+	inst, err := rt.Instance(ctx, h)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	w, err := groupstatus.For(ctx, fed, h.KubeConfig())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
+	fed, w := inst.Groups, inst.Status
 	p := &Preemption{
 		handle:  h,
 		groups:  fed,
@@ -90,13 +92,13 @@ func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		pods:    h.SharedInformerFactory().Core().V1().Pods().Lister(),
 		pdbs:    h.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 		pending: map[groups.Key]*pendingEviction{},
-		prober:  topology.NewProber(h),
+		prober:  planinput.NewProber(h),
 	}
 	if p.podPreemption, err = newPodEvaluator(ctx, h, p); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	fed.SubscribeGone(p.forgetGroup)
-	instances.Register(ctx, h, p)
+	rt.Register(ctx, h, p)
 	return p, nil
 }
 
@@ -123,8 +125,9 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	if v.Err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	if rejectedByGang(statuses, p.handle) {
-		// The group itself is invalid or incomplete: evicting cannot help.
+	if _, refused := pluginrt.GroupRefused(state); refused {
+		// The group itself is invalid, incomplete or too large: evicting
+		// cannot help.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	if !v.Gang {
@@ -185,10 +188,11 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		chosen = append(chosen, byKey[k])
 	}
 	p.remember(root.Key, chosen)
-	p.nominate(logger, tree, result.Plan)
+	// The freed room is reserved for the group's pending members.
+	planinput.Nominate(logger, p.handle, tree, result.Plan.Assignments, false)
 	go p.evict(context.WithoutCancel(ctx), pod, root.Key, chosen)
 
-	node := result.Plan.Assignments[topology.PodKey(pod)]
+	node := result.Plan.Assignments[planinput.PodKey(pod)]
 	msg := fmt.Sprintf("preempting %d pods (%d units, highest priority %d) so the whole group fits", len(result.Victims), len(result.Units), result.MaxVictimPriority)
 	logger.V(2).Info("Group preemption", "group", root.Key, "victims", result.Victims, "node", node)
 	preemptions.Inc()
@@ -222,12 +226,12 @@ type Searched struct {
 // *placement.Infeasible when no set of victims makes the group fit, or a
 // failure.
 func (p *Preemption) Search(ctx context.Context, h fwk.Handle, pr *probe.Prober, tree *groups.Tree, prio int32, infos []fwk.NodeInfo, nominated func(string) []fwk.PodInfo, opts placement.Options) (*Searched, error) {
-	_, members := topology.PlanInput(tree)
-	input, _, err := topology.BuildInput(tree, p.constraints(ctx, h, pr, infos, members, prio))
+	_, members := planinput.PlanInput(tree)
+	input, _, err := planinput.BuildInput(tree, p.constraints(ctx, h, pr, infos, members, prio))
 	if err != nil {
 		return nil, err
 	}
-	nodes := topology.NodesFromSnapshot(infos, nominated, members)
+	nodes := planinput.NodesFromSnapshot(infos, nominated, members)
 	victims, byKey := p.candidates(infos, prio, members)
 	if len(victims) == 0 {
 		return nil, ErrNoCandidates
@@ -332,8 +336,8 @@ func hasMembers(g *placement.Group) bool {
 // group may evict is usable once they are evicted. Which pods those are is
 // decided as upstream's preemption does per node: everything evictable is
 // removed, then put back while the filters still pass.
-func (p *Preemption) constraints(ctx context.Context, h fwk.Handle, pr *probe.Prober, infos []fwk.NodeInfo, members map[types.UID]bool, prio int32) *topology.Constraints {
-	c := topology.ClusterConstraints(ctx, h, pr, infos)
+func (p *Preemption) constraints(ctx context.Context, h fwk.Handle, pr *probe.Prober, infos []fwk.NodeInfo, members map[types.UID]bool, prio int32) *planinput.Constraints {
+	c := planinput.ClusterConstraints(ctx, h, pr, infos)
 	c.Evictable = func(v *corev1.Pod) bool {
 		return !members[v.UID] && v.DeletionTimestamp == nil && p.victimOf(v).priority < prio
 	}
@@ -354,7 +358,7 @@ func (p *Preemption) constraints(ctx context.Context, h fwk.Handle, pr *probe.Pr
 		}
 		keys := make([]string, 0, len(blockers))
 		for _, b := range blockers {
-			keys = append(keys, topology.PodKey(b))
+			keys = append(keys, planinput.PodKey(b))
 		}
 		return keys, true
 	}
@@ -375,9 +379,9 @@ func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[ty
 			}
 			id := p.victimOf(pod)
 			v := placement.Victim{
-				Key:      topology.PodKey(pod),
+				Key:      planinput.PodKey(pod),
 				Node:     ni.Node().Name,
-				Requests: topology.Requests(pod),
+				Requests: planinput.Requests(pod),
 				Priority: id.priority,
 				Unit:     id.unit,
 				Created:  pod.CreationTimestamp.UnixNano(),
@@ -395,18 +399,6 @@ func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[ty
 		}
 	}
 	return out, byKey
-}
-
-// rejectedByGang reports whether the gang plugin, not a lack of room,
-// rejected the pod (it rejects in PreFilter, so every node carries its
-// status).
-func rejectedByGang(statuses fwk.NodeToStatusReader, h fwk.Handle) bool {
-	nodes, err := h.SnapshotSharedLister().NodeInfos().List()
-	if err != nil || len(nodes) == 0 {
-		return false
-	}
-	st := statuses.Get(nodes[0].Node().Name)
-	return st != nil && st.Plugin() == gang.Name
 }
 
 // violatesPDB reports whether evicting pod alone would break a
@@ -427,13 +419,6 @@ func (p *Preemption) violatesPDB(pod *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func podPriority(pod *corev1.Pod) int32 {
-	if pod.Spec.Priority != nil {
-		return *pod.Spec.Priority
-	}
-	return 0
 }
 
 func (p *Preemption) remember(root groups.Key, victims []*corev1.Pod) {
@@ -488,32 +473,6 @@ func splitKey(k string) (string, string) {
 		}
 	}
 	return "", k
-}
-
-// nominate reserves the freed room for the group's pending members.
-func (p *Preemption) nominate(logger klog.Logger, tree *groups.Tree, plan *placement.Plan) {
-	if plan == nil {
-		return
-	}
-	var walk func(*groups.Tree)
-	walk = func(t *groups.Tree) {
-		for _, m := range t.Members {
-			if m.State != groups.Pending {
-				continue
-			}
-			node, ok := plan.Assignments[topology.PodKey(m.Pod)]
-			if !ok {
-				continue
-			}
-			if pi, err := framework.NewPodInfo(m.Pod); err == nil {
-				p.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride})
-			}
-		}
-		for _, ch := range t.Children {
-			walk(ch)
-		}
-	}
-	walk(tree)
 }
 
 // evict marks each victim with a DisruptionTarget condition, marks victim

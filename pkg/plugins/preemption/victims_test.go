@@ -19,7 +19,7 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 )
 
 const vipPriority = 1_000_000_000
@@ -83,7 +83,7 @@ func evictedFor(t *testing.T, podGroups []*v1alpha1.PodGroup, pods []*corev1.Pod
 	infos := []fwk.NodeInfo{ni}
 	const preemptor = 1000
 	victims, byKey := p.candidates(infos, preemptor, nil)
-	nodes := topology.NodesFromSnapshot(infos, func(string) []fwk.PodInfo { return nil }, nil)
+	nodes := planinput.NodesFromSnapshot(infos, func(string) []fwk.PodInfo { return nil }, nil)
 	gang := &placement.Group{
 		Name: "ns/trainer", Policy: placement.Gang, MinCount: 1,
 		Shapes:  []placement.Shape{{Requests: placement.Resources{corev1.ResourceCPU: cpu}}},

@@ -15,10 +15,11 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
-const Name = "PhalanxQueueSort"
+const Name = pluginrt.QueueSortName
 
 // QueueSort implements fwk.QueueSortPlugin.
 type QueueSort struct {
@@ -27,13 +28,16 @@ type QueueSort struct {
 
 var _ fwk.QueueSortPlugin = &QueueSort{}
 
-// New builds the plugin; it shares the scheduler's group cache.
-func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	g, err := groups.Shared(ctx, h.SharedInformerFactory(), h.KubeConfig())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
+// Factory returns the plugin's factory for the scheduler that rt serves;
+// the plugin reads the scheduler's group cache.
+func Factory(rt *pluginrt.Runtime) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		inst, err := rt.Instance(ctx, h)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+		return &QueueSort{groups: inst.Groups}, nil
 	}
-	return &QueueSort{groups: g}, nil
 }
 
 // Name returns the plugin name.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 )
 
 // benchSnapshot is upstream's podgroup perf cluster: 4-cpu / 32Gi nodes in
@@ -56,7 +57,7 @@ func BenchmarkReplanCost(b *testing.B) {
 			b.Run(fmt.Sprintf("nodes=%d/gang=%d/convert=all", n, size), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					nodes := NodesFromSnapshot(infos, noNominations, nil)
+					nodes := planinput.NodesFromSnapshot(infos, noNominations, nil)
 					if _, err := placement.PlanGroup(nodes, g, placement.Options{}); err != nil {
 						b.Fatal(err)
 					}
@@ -65,7 +66,7 @@ func BenchmarkReplanCost(b *testing.B) {
 			// As in the scheduling loop: the previous gang's 4 pods landed
 			// on 4 nodes since the last plan.
 			b.Run(fmt.Sprintf("nodes=%d/gang=%d/convert=changed", n, size), func(b *testing.B) {
-				var cache SnapshotNodes
+				var cache planinput.SnapshotNodes
 				b.ReportAllocs()
 				i := 0
 				for b.Loop() {

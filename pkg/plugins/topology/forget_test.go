@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
@@ -51,7 +52,7 @@ func TestPlansFollowGroupLifecycle(t *testing.T) {
 	planned := func(root groups.Key, pods ...*corev1.Pod) {
 		p := &plan{created: time.Now(), assignments: map[string]string{}, domains: map[string]string{}}
 		for _, pod := range pods {
-			p.assignments[PodKey(pod)] = "node"
+			p.assignments[planinput.PodKey(pod)] = "node"
 			p.nominated = append(p.nominated, pod)
 		}
 		tp.mu.Lock()

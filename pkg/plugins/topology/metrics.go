@@ -19,12 +19,6 @@ var (
 		Help:           "Planned nodes the profile's Filter refused a member on, by the refusing plugin. Each is remembered so the group's next plan avoids it.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"plugin"})
-	probeDuration = metrics.NewHistogram(&metrics.HistogramOpts{
-		Name:           "phalanx_probe_duration_seconds",
-		Help:           "Time to run the profile's filters for one constrained pod shape against the snapshot.",
-		Buckets:        metrics.ExponentialBuckets(0.0001, 2, 16),
-		StabilityLevel: metrics.ALPHA,
-	})
 	reservationsHeld = metrics.NewGauge(&metrics.GaugeOpts{
 		Name:           "phalanx_reservations_held",
 		Help:           "Domains held for waiting gangs now.",
@@ -40,6 +34,6 @@ var (
 
 func init() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(planDuration, planRejections, probeDuration, reservationsHeld, reservationsEnded)
+		legacyregistry.MustRegister(planDuration, planRejections, reservationsHeld, reservationsEnded)
 	})
 }

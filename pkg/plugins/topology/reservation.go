@@ -43,6 +43,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 )
 
 // ReservationArgs configure reservation and backfill (PhalanxTopology's
@@ -413,7 +414,7 @@ func expectedFit(now time.Time, short placement.Resources, pods []*corev1.Pod, e
 	}
 	sort.Slice(ends, func(i, j int) bool { return ends[i].at.Before(ends[j].at) })
 	for _, e := range ends {
-		for n, v := range Requests(e.pod) {
+		for n, v := range planinput.Requests(e.pod) {
 			if _, ok := left[n]; ok {
 				left[n] -= v
 			}
@@ -953,7 +954,7 @@ func domainUse(infos []fwk.NodeInfo, nodes sets.Set[string], skip func(*corev1.P
 			if skip(pi.GetPod()) {
 				continue
 			}
-			for n, v := range Requests(pi.GetPod()) {
+			for n, v := range planinput.Requests(pi.GetPod()) {
 				used[n] += v
 			}
 			used[corev1.ResourcePods]++

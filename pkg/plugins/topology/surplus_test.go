@@ -22,6 +22,7 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
@@ -68,7 +69,7 @@ func TestPreFilterMarksMembersAFeasiblePlanLeavesOut(t *testing.T) {
 	preFilter := func(pod *corev1.Pod) (*fwk.PreFilterResult, *fwk.Status, bool) {
 		state := framework.NewCycleState()
 		res, st := tp.PreFilter(context.Background(), state, pod, nil)
-		return res, st, Surplus(state)
+		return res, st, pluginrt.Surplus(state)
 	}
 
 	members := gang("g", 2, 3)

@@ -26,19 +26,19 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/instances"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
-const Name = "PhalanxTopology"
+const Name = pluginrt.TopologyName
 
 // Args configure the plugin.
 //
@@ -138,13 +138,13 @@ type Topology struct {
 
 	mu    sync.Mutex
 	plans map[groups.Key]*plan
-	nodes SnapshotNodes
+	nodes planinput.SnapshotNodes
 	// rejected remembers, per hierarchy root, the planned nodes the
 	// profile's Filter refused members on, so no plan repeats them.
 	rejected map[groups.Key]map[string]map[string]rejection
 
 	prober    *probe.Prober
-	antiTerms *TermMemo
+	antiTerms *planinput.TermMemo
 	probeAll  func() bool
 	nsLister  corelisters.NamespaceLister
 	// podLister is looked up once (ensureMember runs every PreFilter);
@@ -163,7 +163,7 @@ type Topology struct {
 }
 
 type rejection struct {
-	Rejection
+	planinput.Rejection
 	at time.Time
 }
 
@@ -179,27 +179,30 @@ var (
 	_ fwk.EnqueueExtensions = &Topology{}
 )
 
-// New builds the plugin.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+// Factory returns the plugin's factory for the scheduler that rt serves.
+func Factory(rt *pluginrt.Runtime) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return newTopology(ctx, obj, h, rt)
+	}
+}
+
+func newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt.Runtime) (fwk.Plugin, error) {
 	args, opts, err := DecodeArgs(obj)
 	if err != nil {
 		return nil, err
 	}
-	fed, err := groups.Shared(ctx, h.SharedInformerFactory(), h.KubeConfig())
+	inst, err := rt.Instance(ctx, h)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	w, err := groupstatus.For(ctx, fed, h.KubeConfig())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
+	fed, w := inst.Groups, inst.Status
 	t := &Topology{
 		handle: h, groups: fed, status: w, args: args, opts: opts,
 		plans:     map[groups.Key]*plan{},
 		rejected:  map[groups.Key]map[string]map[string]rejection{},
-		prober:    NewProber(h),
-		antiTerms: &TermMemo{},
-		probeAll:  sync.OnceValue(func() bool { return unknownFilters(h) }),
+		prober:    planinput.NewProber(h),
+		antiTerms: &planinput.TermMemo{},
+		probeAll:  sync.OnceValue(func() bool { return planinput.UnknownFilters(h) }),
 		nsLister:  h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
 		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister(),
 	}
@@ -210,7 +213,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	fed.Subscribe(t.groupChanged)
 	fed.SubscribeGone(t.forgetGroup)
-	instances.Register(ctx, h, t)
+	rt.Register(ctx, h, t)
 	return t, nil
 }
 
@@ -262,7 +265,7 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 	}
 	root := v.Root()
 	t.ensureMember(pod)
-	key := PodKey(pod)
+	key := planinput.PodKey(pod)
 	p := t.usablePlan(root, key)
 	if p == nil {
 		var st *fwk.Status
@@ -277,7 +280,7 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 	writeDomains(state, p.domains)
 	node, ok := p.assignments[key]
 	if !ok {
-		MarkSurplus(state)
+		pluginrt.MarkSurplus(state)
 		msg := fmt.Sprintf("no room for member %s in its group's domain: %d members placed by the plan", pod.Name, len(p.assignments))
 		leaf := v.Leaf()
 		if info, ok := t.groups.Get(leaf); ok && info.Bound == 0 {
@@ -345,7 +348,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 			opts.ExplainDomains = explainDomainsForReservation
 		}
 	}
-	input, members, err := BuildInput(tree, cons)
+	input, members, err := planinput.BuildInput(tree, cons)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("plan group %s: %w", root, err))
 	}
@@ -373,7 +376,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	default:
 		p.assignments = result.Assignments
 		p.domains = result.Domains
-		p.nominated = t.nominate(logger, tree, result.Assignments)
+		p.nominated = planinput.Nominate(logger, t.handle, tree, result.Assignments, true)
 		t.reportChoices(logger, tree, result.Choices)
 		logger.V(4).Info("Planned group", "group", root, "pods", len(result.Assignments), "domains", result.Domains)
 	}
@@ -387,45 +390,12 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	return p, nil
 }
 
-// nominate records the planned node of every pending member, so other pods'
-// Filter accounts for the room promised to them.
-func (t *Topology) nominate(logger klog.Logger, tree *groups.Tree, assignments map[string]string) []*corev1.Pod {
-	var out []*corev1.Pod
-	var walk func(*groups.Tree)
-	walk = func(tr *groups.Tree) {
-		for _, m := range tr.Members {
-			if m.State != groups.Pending {
-				continue
-			}
-			node, ok := assignments[PodKey(m.Pod)]
-			if !ok {
-				// Left out of this plan: a nomination it still holds (an
-				// older plan's, a preemption's) would count against its
-				// placed siblings in the framework's Filter.
-				t.handle.DeleteNominatedPodIfExists(m.Pod)
-				continue
-			}
-			pi, err := framework.NewPodInfo(m.Pod)
-			if err != nil {
-				continue
-			}
-			t.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride})
-			out = append(out, m.Pod)
-		}
-		for _, ch := range tr.Children {
-			walk(ch)
-		}
-	}
-	walk(tree)
-	return out
-}
-
 // unnominate drops nominations of an old plan that a new plan does not
 // repeat.
 func (t *Topology) unnominate(old, replacement *plan) {
 	for _, pod := range old.nominated {
 		if replacement != nil {
-			if _, still := replacement.assignments[PodKey(pod)]; still {
+			if _, still := replacement.assignments[planinput.PodKey(pod)]; still {
 				continue
 			}
 		}
@@ -552,7 +522,7 @@ func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *corev1.P
 // the plan did not see, the node is remembered for the member's shape, so
 // the next plan does not repeat the rejection.
 func (t *Topology) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	if Surplus(state) {
+	if pluginrt.Surplus(state) {
 		// The plan stands: it did not count on this member.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
@@ -561,7 +531,7 @@ func (t *Topology) PostFilter(ctx context.Context, state fwk.CycleState, pod *co
 		p := t.plans[root]
 		t.mu.Unlock()
 		if p != nil && p.infeasible == nil {
-			if node, planned := p.assignments[PodKey(pod)]; planned {
+			if node, planned := p.assignments[planinput.PodKey(pod)]; planned {
 				t.recordRejection(ctx, root, pod, node, p.assignments, statuses.Get(node))
 			}
 			t.drop(root)

@@ -1,4 +1,4 @@
-package topology
+package planinput
 
 import (
 	"fmt"
@@ -324,4 +324,33 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 		return nil, nil, firstErr
 	}
 	return g, uids, nil
+}
+
+// ShapeKey is the key of pod's shape by resources, selection and
+// tolerations alone.
+func ShapeKey(pod *corev1.Pod) string { return shapeKey(pod) }
+
+// ShapeKeys returns the shape key the next BuildInput of tree under c gives
+// pod, constraints included, and its ShapeKey. The topology plugin keys the
+// nodes the profile's Filter refused a member on by the former, so the next
+// plan of that shape avoids them.
+func ShapeKeys(tree *groups.Tree, pod *corev1.Pod, c *Constraints) (key, base string) {
+	pt := &planTerms{byPod: map[*corev1.Pod]podTerms{}, ports: map[string]bool{}, existing: existingAntiAffinity(c.Nodes, c.AntiTerms)}
+	var walk func(*groups.Tree)
+	walk = func(tr *groups.Tree) {
+		for _, m := range tr.Members {
+			if m.State == groups.Pending {
+				pt.add(m.Pod)
+			}
+		}
+		for _, ch := range tr.Children {
+			walk(ch)
+		}
+	}
+	walk(tree)
+	if _, ok := pt.byPod[pod]; !ok {
+		pt.add(pod)
+	}
+	base = shapeKey(pod)
+	return base + "#" + pt.signature(c, pod), base
 }

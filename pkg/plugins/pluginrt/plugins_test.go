@@ -1,4 +1,4 @@
-package instances
+package pluginrt
 
 import (
 	"context"
@@ -18,22 +18,23 @@ func TestRegisterGetAndForget(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	h1, h2 := &handle{}, &handle{}
 	a, b := &plugin{"A"}, &plugin{"A"}
-	Register(ctx, h1, a)
-	Register(context.Background(), h2, b)
+	r := New()
+	r.Register(ctx, h1, a)
+	r.Register(context.Background(), h2, b)
 
-	if got, ok := Get(h1, "A"); !ok || got != a {
-		t.Fatalf("Get(h1, A) = %v, %v; want the plugin registered for h1", got, ok)
+	if got, ok := r.Plugin(h1, "A"); !ok || got != a {
+		t.Fatalf("Plugin(h1, A) = %v, %v; want the plugin registered for h1", got, ok)
 	}
-	if got, ok := Get(h2, "A"); !ok || got != b {
-		t.Fatalf("Get(h2, A) = %v, %v; want the plugin registered for h2", got, ok)
+	if got, ok := r.Plugin(h2, "A"); !ok || got != b {
+		t.Fatalf("Plugin(h2, A) = %v, %v; want the plugin registered for h2", got, ok)
 	}
-	if _, ok := Get(h1, "B"); ok {
-		t.Fatal("Get(h1, B) found a plugin that was never registered")
+	if _, ok := r.Plugin(h1, "B"); ok {
+		t.Fatal("Plugin(h1, B) found a plugin that was never registered")
 	}
 	cancel()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, ok := Get(h1, "A"); !ok {
+		if _, ok := r.Plugin(h1, "A"); !ok {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -41,7 +42,7 @@ func TestRegisterGetAndForget(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if _, ok := Get(h2, "A"); !ok {
+	if _, ok := r.Plugin(h2, "A"); !ok {
 		t.Fatal("another framework's plugin was dropped with the first")
 	}
 }

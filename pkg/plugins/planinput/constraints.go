@@ -1,4 +1,4 @@
-package topology
+package planinput
 
 import (
 	"context"
@@ -90,7 +90,7 @@ func ClusterConstraints(ctx context.Context, h fwk.Handle, pr *probe.Prober, inf
 			defer func() { probeDuration.Observe(time.Since(start).Seconds()) }()
 			return pr.Nodes(ctx, key, pod, infos, crossNode)
 		},
-		ProbeAll: unknownFilters(h),
+		ProbeAll: UnknownFilters(h),
 	}
 }
 

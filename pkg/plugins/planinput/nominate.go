@@ -1,0 +1,54 @@
+package planinput
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+)
+
+// Nominator is the part of the framework's handle that nominates pods.
+type Nominator interface {
+	AddNominatedPod(logger klog.Logger, pod fwk.PodInfo, nominatingInfo *fwk.NominatingInfo)
+	DeleteNominatedPodIfExists(pod *corev1.Pod)
+}
+
+// Nominate records with n the planned node of every pending member of tree
+// that assignments (by PodKey) places, so other pods' Filter accounts for
+// the room promised to them, and returns those members. With dropLeftOut, a
+// pending member the plan leaves out loses any nomination it still holds
+// (an older plan's, a preemption's), which would otherwise count against
+// its placed siblings in the framework's Filter. The topology plugin
+// nominates its plans and the preemption plugin the plan its evictions make
+// room for, both through here.
+func Nominate(logger klog.Logger, n Nominator, tree *groups.Tree, assignments map[string]string, dropLeftOut bool) []*corev1.Pod {
+	var out []*corev1.Pod
+	var walk func(*groups.Tree)
+	walk = func(tr *groups.Tree) {
+		for _, m := range tr.Members {
+			if m.State != groups.Pending {
+				continue
+			}
+			node, ok := assignments[PodKey(m.Pod)]
+			if !ok {
+				if dropLeftOut {
+					n.DeleteNominatedPodIfExists(m.Pod)
+				}
+				continue
+			}
+			pi, err := framework.NewPodInfo(m.Pod)
+			if err != nil {
+				continue
+			}
+			n.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride})
+			out = append(out, m.Pod)
+		}
+		for _, ch := range tr.Children {
+			walk(ch)
+		}
+	}
+	walk(tree)
+	return out
+}
