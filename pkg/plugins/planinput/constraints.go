@@ -37,14 +37,15 @@ type Constraints struct {
 	// Probe runs the profile's filters for a representative pod of a
 	// shape; nil skips it (tests, and callers that only need member
 	// constraints).
-	Probe func(key string, pod *corev1.Pod, crossNode bool) (probe.Verdicts, error)
+	Probe func(key string, pod *corev1.Pod, crossNode bool, only ...string) (probe.Verdicts, error)
 	// Rejected returns what earlier plans of the group learnt the hard way:
 	// per node, how many pods of the shape it held when the scheduler's
 	// Filter rejected the next one, and why.
 	Rejected func(shape string) map[string]Rejection
-	// ProbeAll says the profile runs filters Phalanx does not know, so
-	// every shape is probed.
-	ProbeAll bool
+	// Unknown names the filters the profile runs that Phalanx does not
+	// know: every shape is probed for them, unless all of them skip it at
+	// PreFilter.
+	Unknown []string
 	// Blockers, for preemption, says which running pods the preemptor may
 	// evict would clear a node the probe refused the pod on (their
 	// PodKeys); ok is false when evicting cannot clear it.
@@ -85,12 +86,12 @@ func ClusterConstraints(ctx context.Context, h fwk.Handle, pr *probe.Prober, inf
 			}
 			return n.Labels
 		},
-		Probe: func(key string, pod *corev1.Pod, crossNode bool) (probe.Verdicts, error) {
+		Probe: func(key string, pod *corev1.Pod, crossNode bool, only ...string) (probe.Verdicts, error) {
 			start := time.Now()
 			defer func() { probeDuration.Observe(time.Since(start).Seconds()) }()
-			return pr.Nodes(ctx, key, pod, infos, crossNode)
+			return pr.Nodes(ctx, key, pod, infos, crossNode, only...)
 		},
-		ProbeAll: UnknownFilters(h),
+		Unknown: UnknownFilters(h),
 	}
 }
 
@@ -545,7 +546,7 @@ func (m *TermMemo) sweep(visit func(idsOf func(pod *corev1.Pod, n int) []string)
 func (c *Constraints) constrain(t *groups.Tree, pt *planTerms, key string, rep *corev1.Pod, s *placement.Shape) error {
 	pt.limits(c, rep, s)
 	terms := pt.byPod[rep]
-	needProbe, cross := terms.probe || c.ProbeAll, terms.crossNode
+	needProbe, cross := terms.probe, terms.crossNode
 	ns := c.nsLabels(rep.Namespace)
 	for _, e := range pt.existing {
 		if e.Matches(rep, ns) {
@@ -553,9 +554,13 @@ func (c *Constraints) constrain(t *groups.Tree, pt *planTerms, key string, rep *
 			cross = cross || e.TopologyKey != corev1.LabelHostname
 		}
 	}
+	var only []string
+	if !needProbe && len(c.Unknown) > 0 {
+		needProbe, only = true, c.Unknown
+	}
 	var notes []string
 	if needProbe && c.Probe != nil {
-		v, err := c.Probe(t.Key.String()+"#"+key, rep, cross)
+		v, err := c.Probe(t.Key.String()+"#"+key, rep, cross, only...)
 		if err != nil {
 			return err
 		}

@@ -20,21 +20,23 @@ var modelled = map[string]bool{
 	names.DynamicResources: true, pluginrt.TopologyName: true,
 }
 
-// UnknownFilters reports whether the profile behind h runs a Filter plugin
-// outside modelled.
-func UnknownFilters(h fwk.Handle) bool {
+// UnknownFilters names the Filter plugins the profile behind h runs outside
+// modelled. A handle that cannot list its plugins gives a name no plugin
+// has, so nothing is ever taken as skipped for it.
+func UnknownFilters(h fwk.Handle) []string {
 	lister, ok := h.(interface{ ListPlugins() *config.Plugins })
 	if !ok {
-		return true
+		return []string{"(unknown profile)"}
 	}
 	ps := lister.ListPlugins()
 	if ps == nil {
-		return false
+		return nil
 	}
+	var out []string
 	for _, p := range ps.Filter.Enabled {
 		if !modelled[p.Name] {
-			return true
+			out = append(out, p.Name)
 		}
 	}
-	return false
+	return out
 }

@@ -310,3 +310,46 @@ func TestBlockersFollowThePerNodeReprieveRule(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok, "nothing evictable clears nothing")
 }
+
+// skipper is a filter that skips every pod at PreFilter, as upstream's
+// NodeDeclaredFeatures does for pods that need no declared node feature,
+// and would refuse every node if its Filter ran.
+type skipper struct{ spy }
+
+func (s *skipper) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	s.record(state, pod)
+	return nil, fwk.NewStatus(fwk.Skip)
+}
+
+// TestFiltersThatSkipThePodAreNotProbed: a probe wanted only for filters
+// the caller does not model runs no Filter when each of them skips the pod
+// at PreFilter, since the scheduling cycle would not run them either; a
+// filter that does not skip is probed on every node as before.
+func TestFiltersThatSkipThePodAreNotProbed(t *testing.T) {
+	skip := &skipper{spy: *newSpy("Skipper", func(*corev1.Pod, fwk.NodeInfo) string { return "needs a feature" })}
+	refuser := newSpy("Refuser", func(_ *corev1.Pod, ni fwk.NodeInfo) string {
+		if ni.Node().Name == "n-1" {
+			return "label says no"
+		}
+		return ""
+	})
+	nodes := []*corev1.Node{node("n-0", nil), node("n-1", nil), node("n-2", nil)}
+	fw, infos := newFramework(t, nodes, nil,
+		tf.RegisterPluginAsExtensions(skip.name, pluginOf(skip), "PreFilter", "Filter"),
+		tf.RegisterPluginAsExtensions(refuser.name, refuser.factory(), "PreFilter", "Filter"))
+	pr := probe.New(fw)
+	ctx := context.Background()
+	pod := member("m-0")
+
+	v, err := pr.Nodes(ctx, "g#shape", pod, infos, false, "Skipper")
+	require.NoError(t, err)
+	assert.Empty(t, v, "the only filter asked about skipped the pod")
+	assert.Empty(t, refuser.filterCalls(), "no node was probed")
+	assert.Empty(t, skip.filterCalls())
+
+	v, err = pr.Nodes(ctx, "g#shape", pod, infos, false, "Skipper", "Refuser")
+	require.NoError(t, err)
+	assert.Equal(t, probe.Verdicts{"n-1": {Plugin: "Refuser", Reasons: "label says no"}}, v, "Refuser does not skip: every node is probed")
+	assert.Equal(t, map[string]int{"n-0": 1, "n-1": 1, "n-2": 1}, refuser.filterCalls())
+	assert.Empty(t, skip.filterCalls(), "the framework runs no Filter of a plugin that skipped")
+}

@@ -31,7 +31,7 @@ func (t *Topology) constraints(ctx context.Context, root groups.Key, infos []fwk
 // own. The nodes earlier plans of root were refused on are this plugin's.
 func (t *Topology) ConstraintsFor(ctx context.Context, h fwk.Handle, pr *probe.Prober, root groups.Key, infos []fwk.NodeInfo) *planinput.Constraints {
 	c := planinput.ClusterConstraints(ctx, h, pr, infos)
-	c.ProbeAll = t.probeAll()
+	c.Unknown = t.unknownFilters()
 	c.AntiTerms = t.antiTerms
 	c.Rejected = func(shape string) map[string]planinput.Rejection {
 		t.mu.Lock()

@@ -37,7 +37,7 @@ func TestInfeasiblePlanAnswersForItsRevisionOnly(t *testing.T) {
 	// change, as when it is stored after the drop.
 	tp := &Topology{handle: h, groups: fed, status: &groupstatus.Writer{}, args: Args{PlanTTLSeconds: 30},
 		plans: map[groups.Key]*plan{}, rejected: map[groups.Key]map[string]map[string]rejection{},
-		prober: probe.New(h), probeAll: func() bool { return false }}
+		prober: probe.New(h), unknownFilters: func() []string { return nil }}
 	members := make([]*corev1.Pod, 3)
 	setMin := func(minAvailable int) {
 		for i := range members {

@@ -53,7 +53,7 @@ func TestPreFilterMarksMembersAFeasiblePlanLeavesOut(t *testing.T) {
 	fed := groups.NewFed()
 	tp := &Topology{handle: h, groups: fed, status: &groupstatus.Writer{}, args: Args{PlanTTLSeconds: 30},
 		plans: map[groups.Key]*plan{}, rejected: map[groups.Key]map[string]map[string]rejection{},
-		prober: probe.New(h), probeAll: func() bool { return false }}
+		prober: probe.New(h), unknownFilters: func() []string { return nil }}
 
 	gang := func(name string, minAvailable, n int) []*corev1.Pod {
 		var out []*corev1.Pod

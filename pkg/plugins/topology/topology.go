@@ -145,8 +145,9 @@ type Topology struct {
 
 	prober    *probe.Prober
 	antiTerms *planinput.TermMemo
-	probeAll  func() bool
-	nsLister  corelisters.NamespaceLister
+	// unknownFilters names the profile's filters Phalanx does not model.
+	unknownFilters func() []string
+	nsLister       corelisters.NamespaceLister
 	// podLister is looked up once (ensureMember runs every PreFilter);
 	// nil in tests that build the plugin by hand.
 	podLister corelisters.PodLister
@@ -198,13 +199,13 @@ func newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *plug
 	fed, w := inst.Groups, inst.Status
 	t := &Topology{
 		handle: h, groups: fed, status: w, args: args, opts: opts,
-		plans:     map[groups.Key]*plan{},
-		rejected:  map[groups.Key]map[string]map[string]rejection{},
-		prober:    planinput.NewProber(h),
-		antiTerms: &planinput.TermMemo{},
-		probeAll:  sync.OnceValue(func() bool { return planinput.UnknownFilters(h) }),
-		nsLister:  h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
-		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister(),
+		plans:          map[groups.Key]*plan{},
+		rejected:       map[groups.Key]map[string]map[string]rejection{},
+		prober:         planinput.NewProber(h),
+		antiTerms:      &planinput.TermMemo{},
+		unknownFilters: sync.OnceValue(func() []string { return planinput.UnknownFilters(h) }),
+		nsLister:       h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
+		podLister:      h.SharedInformerFactory().Core().V1().Pods().Lister(),
 	}
 	t.runCtx = ctx
 	if args.Reservation != nil {
