@@ -418,11 +418,15 @@ func TestPermitTimeoutReleasesEverything(t *testing.T) {
 	createPodGroup(t, c, ns, gangPG("g", 4))
 	// The 4th member exists (quorum of pods is present) but is held by a
 	// scheduling gate: the planner places all 4 (nominating the 4th's node),
-	// the other 3 reserve their nodes and wait for it in Permit.
+	// the other 3 reserve their nodes and wait for it in Permit. It is
+	// created first: the queue files a gated pod with the nomination its
+	// status carries (none), so had it arrived after the plan, it would have
+	// dropped the plan's nomination and the plain pod below would have
+	// taken its node.
+	createPods(t, c, ns, member{name: "g-3", labels: inGroup("g"), cpu: "4", gated: true})
 	for i := 0; i < 3; i++ {
 		createPods(t, c, ns, member{name: fmt.Sprintf("g-%d", i), labels: inGroup("g"), cpu: "4"})
 	}
-	createPods(t, c, ns, member{name: "g-3", labels: inGroup("g"), cpu: "4", gated: true})
 
 	// While they wait, a plain pod finds no room.
 	eventually(t, 30*time.Second, "the gang waiting in Permit", func() (bool, error) {
