@@ -255,19 +255,7 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 	uids := map[types.UID]bool{}
 	pt := &planTerms{byPod: map[*corev1.Pod]podTerms{}, ports: map[string]bool{}}
 	if c != nil {
-		pt.existing = existingAntiAffinity(c.Nodes, c.AntiTerms)
-		var walk func(*groups.Tree)
-		walk = func(t *groups.Tree) {
-			for _, m := range t.Members {
-				if m.State == groups.Pending {
-					pt.add(m.Pod)
-				}
-			}
-			for _, ch := range t.Children {
-				walk(ch)
-			}
-		}
-		walk(t)
+		pt = pendingTerms(t, c)
 	}
 	var firstErr error
 	var build func(t *groups.Tree) *placement.Group
@@ -330,11 +318,10 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 // tolerations alone.
 func ShapeKey(pod *corev1.Pod) string { return shapeKey(pod) }
 
-// ShapeKeys returns the shape key the next BuildInput of tree under c gives
-// pod, constraints included, and its ShapeKey. The topology plugin keys the
-// nodes the profile's Filter refused a member on by the former, so the next
-// plan of that shape avoids them.
-func ShapeKeys(tree *groups.Tree, pod *corev1.Pod, c *Constraints) (key, base string) {
+// pendingTerms parses the constraints of tree's pending members against
+// the running pods' anti-affinity of c's snapshot: what BuildInput and
+// ShapeKeys both key shapes by.
+func pendingTerms(tree *groups.Tree, c *Constraints) *planTerms {
 	pt := &planTerms{byPod: map[*corev1.Pod]podTerms{}, ports: map[string]bool{}, existing: existingAntiAffinity(c.Nodes, c.AntiTerms)}
 	var walk func(*groups.Tree)
 	walk = func(tr *groups.Tree) {
@@ -348,6 +335,15 @@ func ShapeKeys(tree *groups.Tree, pod *corev1.Pod, c *Constraints) (key, base st
 		}
 	}
 	walk(tree)
+	return pt
+}
+
+// ShapeKeys returns the shape key the next BuildInput of tree under c gives
+// pod, constraints included, and its ShapeKey. The topology plugin keys the
+// nodes the profile's Filter refused a member on by the former, so the next
+// plan of that shape avoids them.
+func ShapeKeys(tree *groups.Tree, pod *corev1.Pod, c *Constraints) (key, base string) {
+	pt := pendingTerms(tree, c)
 	if _, ok := pt.byPod[pod]; !ok {
 		pt.add(pod)
 	}
