@@ -84,7 +84,7 @@ var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-
 // seeds (randomRegressionSeeds), so a red run is reproducible;
 // PHALANX_RANDOM_SEEDS sets how many run from a first seed that is
 // PHALANX_RANDOM_FIRST or time-based (make soak runs 1,000),
-// PHALANX_RANDOM_SEED replays one. PHALANX_RANDOM_PARALLEL=n runs up to n
+// PHALANX_RANDOM_SEED replays one (or a comma-separated list). PHALANX_RANDOM_PARALLEL=n runs up to n
 // seeds at once on the one cluster (with go test -parallel n): each seed has
 // its own namespace and nodes, and its pods select only those nodes.
 func TestRandomizedInvariants(t *testing.T) {
@@ -103,8 +103,13 @@ func TestRandomizedInvariants(t *testing.T) {
 			list = append(list, first+int64(i))
 		}
 	}
-	if v, err := strconv.ParseInt(os.Getenv("PHALANX_RANDOM_SEED"), 10, 64); err == nil {
-		list = []int64{v}
+	if v := os.Getenv("PHALANX_RANDOM_SEED"); v != "" {
+		list = list[:0]
+		for _, f := range strings.Split(v, ",") {
+			seed, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+			require.NoError(t, err, "PHALANX_RANDOM_SEED is a seed or a comma-separated list of seeds")
+			list = append(list, seed)
+		}
 	}
 	parallel, _ := strconv.Atoi(os.Getenv("PHALANX_RANDOM_PARALLEL"))
 	t.Logf("%d seeds (%d..%d); replay one with PHALANX_RANDOM_SEED=<seed> go test -count=1 -run TestRandomizedInvariants -v ./test/integration/",
@@ -122,7 +127,7 @@ func TestRandomizedInvariants(t *testing.T) {
 	}
 	start := time.Now()
 	var mu sync.Mutex
-	violations, failed := 0, []string{}
+	violations, failed, done := 0, []string{}, 0
 	// The group returns once every (parallel) seed has finished.
 	t.Run("seeds", func(t *testing.T) {
 		for _, seed := range list {
@@ -140,6 +145,12 @@ func TestRandomizedInvariants(t *testing.T) {
 				found := runRandomSeed(t, c, seed)
 				mu.Lock()
 				violations += found
+				done++
+				// Progress goes to stdout as it happens (a subtest's log
+				// is printed only when it ends), so a long soak shows how
+				// far it got even when it is stopped.
+				fmt.Printf("seeds run: %d of %d in %v, %d violations so far\n",
+					done, len(list), time.Since(start).Round(time.Second), violations)
 				mu.Unlock()
 			})
 		}
