@@ -52,3 +52,39 @@ func Nominate(logger klog.Logger, n Nominator, tree *groups.Tree, assignments ma
 	walk(tree)
 	return out
 }
+
+// StatusNomination is a pending member whose nominatedNodeName in the API
+// disagrees with its group's plan, and the node (or "" when the plan leaves
+// it out) the API should say instead.
+type StatusNomination struct {
+	Pod  *corev1.Pod
+	Node string
+}
+
+// StaleStatusNominations lists the pending members of tree whose
+// status.nominatedNodeName (written by an earlier preemption) disagrees with
+// assignments. The queue files a pod's nomination from its status on every
+// update of the pod, so such a member would take back a node its plan gave
+// a sibling, or keep one it no longer needs, at its next failed attempt.
+// Members without a nomination in the API are left alone: their plan
+// nomination lives in the scheduler only, and writing it would cost an API
+// request per member.
+func StaleStatusNominations(tree *groups.Tree, assignments map[string]string) []StatusNomination {
+	var out []StatusNomination
+	var walk func(*groups.Tree)
+	walk = func(tr *groups.Tree) {
+		for _, m := range tr.Members {
+			if m.State != groups.Pending || m.Pod.Status.NominatedNodeName == "" {
+				continue
+			}
+			if node := assignments[PodKey(m.Pod)]; node != m.Pod.Status.NominatedNodeName {
+				out = append(out, StatusNomination{Pod: m.Pod, Node: node})
+			}
+		}
+		for _, ch := range tr.Children {
+			walk(ch)
+		}
+	}
+	walk(tree)
+	return out
+}

@@ -31,7 +31,7 @@ func TestPendingEvictionsFollowGroupLifecycle(t *testing.T) {
 		gang := fmt.Sprintf("g%05d", i)
 		fed.OnPod(member(gang))
 		victim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "victim-" + gang, UID: types.UID("victim-" + gang)}}
-		p.remember(groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: gang}, []*corev1.Pod{victim})
+		p.remember(groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: gang}, []*corev1.Pod{victim}, nil)
 	}
 	pending := func() int {
 		p.mu.Lock()

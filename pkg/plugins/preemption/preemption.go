@@ -50,6 +50,9 @@ const victimWait = 2 * time.Minute
 
 type pendingEviction struct {
 	victims map[types.UID]string // uid -> namespace/name
+	// planned is the node the search's plan gives each pending member (by
+	// planinput.PodKey), the room the evictions free for it.
+	planned map[string]string
 	at      time.Time
 }
 
@@ -153,7 +156,18 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.AsStatus(err)
 	}
 	if left := p.victimsLeft(root.Key, infos); left > 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("waiting for %d preempted pods to terminate", left))
+		msg := fmt.Sprintf("waiting for %d preempted pods to terminate", left)
+		if node := p.plannedNode(root.Key, pod); node != "" && p.nodeExists(node) {
+			// The member keeps the node its victims are leaving. A failed
+			// attempt without a nomination in its result makes the queue
+			// refile the member's nomination from its status, which only
+			// the member that preempted has: its siblings would lose the
+			// freed room to any pod, even one of lower priority (a
+			// victim's Job replacing its pod). Success, as for the
+			// preemption itself, keeps later PostFilters from clearing it.
+			return framework.NewPostFilterResultWithNominatedNode(node), fwk.NewStatus(fwk.Success, msg)
+		}
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 
 	tree, err := p.groups.TreeOf(root.Key)
@@ -187,7 +201,7 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	for _, k := range result.Victims {
 		chosen = append(chosen, byKey[k])
 	}
-	p.remember(root.Key, chosen)
+	p.remember(root.Key, chosen, result.Plan.Assignments)
 	// The freed room is reserved for the group's pending members.
 	planinput.Nominate(logger, p.handle, tree, result.Plan.Assignments, false)
 	go p.evict(context.WithoutCancel(ctx), pod, root.Key, chosen)
@@ -421,14 +435,30 @@ func (p *Preemption) violatesPDB(pod *corev1.Pod) bool {
 	return false
 }
 
-func (p *Preemption) remember(root groups.Key, victims []*corev1.Pod) {
-	pe := &pendingEviction{victims: map[types.UID]string{}, at: time.Now()}
+func (p *Preemption) remember(root groups.Key, victims []*corev1.Pod, planned map[string]string) {
+	pe := &pendingEviction{victims: map[types.UID]string{}, planned: planned, at: time.Now()}
 	for _, v := range victims {
 		pe.victims[v.UID] = v.Namespace + "/" + v.Name
 	}
 	p.mu.Lock()
 	p.pending[root] = pe
 	p.mu.Unlock()
+}
+
+// plannedNode is the node root's last preemption planned for pod, "" when
+// there is none.
+func (p *Preemption) plannedNode(root groups.Key, pod *corev1.Pod) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pe := p.pending[root]; pe != nil {
+		return pe.planned[planinput.PodKey(pod)]
+	}
+	return ""
+}
+
+func (p *Preemption) nodeExists(name string) bool {
+	_, err := p.handle.SnapshotSharedLister().NodeInfos().Get(name)
+	return err == nil
 }
 
 // victimsLeft counts earlier victims of root that still exist, so a group

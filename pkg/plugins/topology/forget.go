@@ -14,9 +14,10 @@ func (t *Topology) forgetGroup(k groups.Key) {
 	t.prober.Forget(k.String() + "#")
 }
 
-// trackedPlans counts the stored per-group entries: plans and refusals.
+// trackedPlans counts the stored per-group entries: plans, refusals and
+// the planned nodes of nominated members.
 func (t *Topology) trackedPlans() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.plans) + len(t.rejected)
+	return len(t.plans) + len(t.rejected) + len(t.planned)
 }
