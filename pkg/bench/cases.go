@@ -71,6 +71,9 @@ type Case struct {
 	// the one-member-per-node shape of distributed training. Both
 	// schedulers' arms get the same term on the same label.
 	AntiAffinity bool
+	// Starvation, when set, makes a starvation case (starvation.go): a
+	// stream of small jobs and the case's one gang over a fixed window.
+	Starvation *Starvation
 	// UpstreamGates are added to the harness's upstream gates for this case.
 	UpstreamGates string
 	// Timeout bounds one arm's measured window; Stall ends it early when no
@@ -265,7 +268,7 @@ func Cases(quick bool) []Case {
 		seq.Zones, seq.RacksPerZone, seq.NodesPerRack = 2, 3, 10
 		pre := q("Preemption/20Nodes_5LowGangs_20Pods_8PodGang", preemptionCase(5, 8))
 		pre.Zones, pre.RacksPerZone, pre.NodesPerRack = 1, 2, 10
-		return append([]Case{
+		cases := append([]Case{
 			q("GangScheduling/200Nodes_20Gangs_60Pods", Case{Gangs: 20, PodsPerGang: 3}),
 			q("GangScheduling/200Nodes_2Gangs_100Pods_50PerGroup", Case{Gangs: 2, PodsPerGang: 50}),
 			q("TopologyAwareScheduling/200Nodes_10Gangs_40Pods", Case{Gangs: 10, PodsPerGang: 4, TopologyKey: sandbox.RackLabel}),
@@ -276,6 +279,9 @@ func Cases(quick bool) []Case {
 			seq,
 			pre,
 		}, preferredCases("128Nodes_12Gangs_86Pods", 1, 2, 8)...)
+		// The starvation cases are 8 nodes in either set: what they
+		// measure is time under load, not scale.
+		return append(cases, starvationCases()...)
 	}
 	// 5,000 nodes: 5 zones × 10 racks × 100 nodes (upstream's TAS node
 	// template puts 100 nodes in a rack); 7,500: 5 × 15 × 100.
@@ -284,7 +290,7 @@ func Cases(quick bool) []Case {
 		c.Timeout, c.Stall = 20*time.Minute, 3*time.Minute
 		return c
 	}
-	return append([]Case{
+	cases := append([]Case{
 		full("SchedulingBasic/5000Nodes_3000Pods", 10, Case{Pods: 3000}),
 		full("GangScheduling/5000Nodes_1000Gangs_3000Pods", 10, Case{Gangs: 1000, PodsPerGang: 3}),
 		full("GangScheduling/5000Nodes_3Gangs_3000Pods_1000PerGroup", 10, Case{Gangs: 3, PodsPerGang: 1000}),
@@ -306,6 +312,7 @@ func Cases(quick bool) []Case {
 		// per node; a 100-pod gang evicts 25 of them.
 		withShape(full("Preemption/1000Nodes_250LowGangs_1000Pods_100PodGang", 2, preemptionCase(250, 100)), 5, 2, 100),
 	}, preferredCases("1024Nodes_96Gangs_688Pods", 8, 4, 8)...)
+	return append(cases, starvationCases()...)
 }
 
 // preferredSizes is one round of the preferred-topology stream: gangs of
