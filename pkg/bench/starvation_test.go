@@ -10,8 +10,10 @@ import (
 )
 
 func TestStarvationCases(t *testing.T) {
-	cases, err := SelectCases(Cases(true), []string{"starvation"})
+	cases, err := SelectCases(Cases(false), []string{"starvation"})
 	require.NoError(t, err)
+	_, err = SelectCases(Cases(true), []string{"starvation"})
+	assert.Error(t, err, "not in the quick set, whose test wants every pod bound")
 	require.Len(t, cases, 3, "reservation off, on without backfill, on with backfill")
 	off, on := cases[0], cases[2]
 	assert.Nil(t, off.Starvation.Reservation)
