@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -239,4 +240,47 @@ func TestFinishedPodsAreDoneNotBound(t *testing.T) {
 	writeStep(&out, &Scenario{Steps: make([]Step, 1)}, 0, &StepResult{Name: "s", Snapshot: snap}, Snapshot{})
 	assert.Contains(t, out.String(), "DONE")
 	assert.Contains(t, out.String(), "> trainer reservation: Holding: holds\n        topology.phalanx.dev/rack=zone-0-rack-0 (2 nodes)", "the note wraps under its marker")
+}
+
+func TestStreamCreatesItsPodsInTheBackground(t *testing.T) {
+	sc, err := Decode([]byte(scenarioWith("- name: s\n  stream: {name: job, count: 5, ratePerSecond: 100, seed: 3, minRuntime: 1s, maxRuntime: 2s}\n")))
+	require.NoError(t, err)
+	client := fake.NewClientset()
+	var st streams
+	st.start(context.Background(), Cluster{Client: client}, "ns", sc.Steps[0].Stream)
+	var pods *corev1.PodList
+	require.Eventually(t, func() bool {
+		pods, err = client.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 5
+	}, 10*time.Second, 10*time.Millisecond, "5 pods at 100 a second")
+	st.stop()
+	require.NoError(t, st.failed())
+	s := sc.Steps[0].Stream
+	plan := s.schedule()
+	index := map[string]int{}
+	for i := range plan {
+		index[s.podName(i)] = i
+	}
+	for _, p := range pods.Items {
+		i, ok := index[p.Name]
+		require.True(t, ok, "%s is one of the stream's", p.Name)
+		want := strconv.FormatFloat(plan[i].runtime.Seconds(), 'f', -1, 64)
+		assert.Equal(t, want, p.Annotations[runtimeAnnotation], "%s runs its drawn runtime", p.Name)
+		assert.Nil(t, p.Spec.ActiveDeadlineSeconds, "no slack, no declared bound")
+	}
+
+	t.Run("a failed create is reported once and ends the stream", func(t *testing.T) {
+		var st streams
+		st.start(context.Background(), Cluster{Client: client}, "ns", sc.Steps[0].Stream)
+		require.Eventually(t, func() bool {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			return st.err != nil
+		}, 10*time.Second, 10*time.Millisecond, "job-00 exists already")
+		st.stop()
+		err := st.failed()
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "stream job: create pod job-00")
+		assert.NoError(t, st.failed(), "reported once")
+	})
 }
