@@ -83,7 +83,8 @@ func runCommand(args []string) error {
 	fmt.Printf("Sandbox ready in %.1fs. Running %d scenario(s); each makes its own nodes and namespace.\n",
 		time.Since(start).Seconds(), len(scenarios))
 
-	target := sim.Cluster{Client: cluster.Client, Phalanx: cluster.Phalanx, SchedulerPlugins: schedulerPluginsClient(cluster)}
+	target := sim.Cluster{Client: cluster.Client, Phalanx: cluster.Phalanx, SchedulerPlugins: schedulerPluginsClient(cluster),
+		RestartScheduler: cluster.RestartScheduler}
 	var results []*sim.Result
 	for _, sc := range scenarios {
 		if ctx.Err() != nil {

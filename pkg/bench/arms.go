@@ -43,7 +43,17 @@ func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, 
 	switch arm {
 	case ArmPhalanx:
 		res.Gates = gateString(sandbox.UpstreamWorkloadGates)
-		if _, err := cl.StartScheduler(ctx); err != nil {
+		var err error
+		if c.Starvation != nil && c.Starvation.Reservation != nil {
+			// The case's own plugin arguments; the sandbox started with none.
+			var cfg []byte
+			if cfg, err = phalanxConfigFor(c, phalanxConfig()); err == nil {
+				err = cl.RestartScheduler(cfg)
+			}
+		} else {
+			_, err = cl.StartScheduler(ctx)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("start in-process Phalanx scheduler: %w", err)
 		}
 		res.ReadySeconds = time.Since(start).Seconds()
@@ -61,6 +71,10 @@ func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, 
 			binary, base, profile, gates = h.phalanxScheduler, phalanxConfig(), phalanxSchedulerName, gateString(PhalanxProcessGates())
 			if h.opts.PhalanxConfig != nil {
 				base = h.opts.PhalanxConfig
+			}
+			var err error
+			if base, err = phalanxConfigFor(c, base); err != nil {
+				return nil, err
 			}
 			if h.opts.PhalanxGates != "" {
 				gates += "," + h.opts.PhalanxGates

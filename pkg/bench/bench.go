@@ -147,6 +147,12 @@ type Options struct {
 	// see where an arm's time goes. Profiling costs some CPU: do not mix
 	// profiled runs into measured tables.
 	CPUProfileDir string
+	// StarvationWindow, StarvationSeed and StarvationRate, when set,
+	// replace the starvation cases' window (DefaultStarvationWindow), seed
+	// of the arrival schedule and small jobs per second.
+	StarvationWindow time.Duration
+	StarvationSeed   int64
+	StarvationRate   float64
 	// Logf, when set, receives progress lines.
 	Logf func(format string, args ...interface{})
 }
@@ -308,6 +314,22 @@ func (h *Harness) RunCase(ctx context.Context, c Case, arm Arm, run int) report.
 	if len(c.PreferredTopology) > 0 && arm != ArmPhalanx && arm != ArmPhalanxProcess {
 		res.Skipped = "preferred topology levels are a Phalanx extension; the RequiredBlock, RequiredRack and Unconstrained twins are the baselines"
 		h.opts.Logf("%s: skipped: %s", tag, res.Skipped)
+		return res
+	}
+	if c.Starvation != nil {
+		if res.Skipped = starvationSkip(c, arm); res.Skipped != "" {
+			h.opts.Logf("%s: skipped: %s", tag, res.Skipped)
+			return res
+		}
+		c = h.withStarvationOptions(c)
+		if err := h.runStarvation(ctx, c, arm, &res, tag); err != nil {
+			res.Error = err.Error()
+			h.opts.Logf("%s: FAILED: %v", tag, err)
+			return res
+		}
+		st := res.Starvation
+		h.opts.Logf("%s: big gang start %s; small jobs %d of %d done (%.1f/min), %d started, mean wait %.1fs; utilisation %.0f%%",
+			tag, starvationGangStart(st.GangStartSeconds), st.SmallDone, st.SmallCreated, st.SmallDonePerMinute, st.SmallStarted, st.MeanWaitSeconds, 100*st.Utilisation)
 		return res
 	}
 	if arm == ArmSchedulerPlugins {

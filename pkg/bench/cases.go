@@ -71,6 +71,9 @@ type Case struct {
 	// the one-member-per-node shape of distributed training. Both
 	// schedulers' arms get the same term on the same label.
 	AntiAffinity bool
+	// Starvation, when set, makes a starvation case (starvation.go): a
+	// stream of small jobs and the case's one gang over a fixed window.
+	Starvation *Starvation
 	// UpstreamGates are added to the harness's upstream gates for this case.
 	UpstreamGates string
 	// Timeout bounds one arm's measured window; Stall ends it early when no
@@ -284,7 +287,7 @@ func Cases(quick bool) []Case {
 		c.Timeout, c.Stall = 20*time.Minute, 3*time.Minute
 		return c
 	}
-	return append([]Case{
+	cases := append([]Case{
 		full("SchedulingBasic/5000Nodes_3000Pods", 10, Case{Pods: 3000}),
 		full("GangScheduling/5000Nodes_1000Gangs_3000Pods", 10, Case{Gangs: 1000, PodsPerGang: 3}),
 		full("GangScheduling/5000Nodes_3Gangs_3000Pods_1000PerGroup", 10, Case{Gangs: 3, PodsPerGang: 1000}),
@@ -306,6 +309,10 @@ func Cases(quick bool) []Case {
 		// per node; a 100-pod gang evicts 25 of them.
 		withShape(full("Preemption/1000Nodes_250LowGangs_1000Pods_100PodGang", 2, preemptionCase(250, 100)), 5, 2, 100),
 	}, preferredCases("1024Nodes_96Gangs_688Pods", 8, 4, 8)...)
+	// The starvation cases are 8 nodes: they measure minutes of a busy
+	// cluster, not scale. They are not in the quick set, whose test
+	// asserts that every pod binds (a starving gang does not, by design).
+	return append(cases, starvationCases()...)
 }
 
 // preferredSizes is one round of the preferred-topology stream: gangs of

@@ -273,7 +273,8 @@ func (h *Harness) startSandbox(ctx context.Context, c Case, tag string) (*sandbo
 		var cl *sandbox.Cluster
 		// Preemption needs victims to go away: the node agent finishes
 		// their graceful deletion as a kubelet would.
-		if cl, err = sandbox.Start(ctx, sandbox.Options{Topology: &topo, NodeAgent: c.Preemption != nil}); err == nil {
+		// Starvation runs need pods to end when their runtime does.
+		if cl, err = sandbox.Start(ctx, sandbox.Options{Topology: &topo, NodeAgent: c.Preemption != nil || c.Starvation != nil}); err == nil {
 			return cl, nil
 		}
 		if ctx.Err() != nil {

@@ -96,18 +96,21 @@ type Cluster struct {
 	KubeconfigPath string
 
 	opts      Options
+	ctx       context.Context
 	cancel    context.CancelFunc
 	mu        sync.Mutex
 	scheduler *Scheduler
-	stops     []func()
-	ownDir    bool
+	// schedulerConfig replaces opts.SchedulerConfig after RestartScheduler.
+	schedulerConfig []byte
+	stops           []func()
+	ownDir          bool
 }
 
 // Start brings up a cluster. Call Stop when done, also on error paths of
 // the caller: Start cleans up after itself when it fails.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	ctx, cancel := context.WithCancel(ctx)
-	c = &Cluster{opts: opts, cancel: cancel, Dir: opts.Dir}
+	c = &Cluster{opts: opts, ctx: ctx, cancel: cancel, Dir: opts.Dir}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -204,6 +207,9 @@ func (c *Cluster) StartScheduler(ctx context.Context) (*Scheduler, error) {
 		return nil, errors.New("a sandbox scheduler is already running; stop it first")
 	}
 	base := c.opts.SchedulerConfig
+	if len(c.schedulerConfig) > 0 {
+		base = c.schedulerConfig
+	}
 	if len(base) == 0 {
 		base = config.SecondScheduler
 	}
@@ -228,6 +234,21 @@ func (c *Cluster) StartScheduler(ctx context.Context) (*Scheduler, error) {
 		}
 	}
 	return s, nil
+}
+
+// RestartScheduler stops the in-process scheduler and starts one that runs
+// config, a KubeSchedulerConfiguration adapted as Options.SchedulerConfig
+// is; nil goes back to Options.SchedulerConfig. The new scheduler lives as
+// long as the sandbox, not as a caller's context, so a caller may restart
+// it from a short-lived cleanup context. Scheduler restarts keep
+// everything else (nodes, pods, groups).
+func (c *Cluster) RestartScheduler(config []byte) error {
+	c.StopScheduler()
+	c.mu.Lock()
+	c.schedulerConfig = config
+	c.mu.Unlock()
+	_, err := c.StartScheduler(c.ctx)
+	return err
 }
 
 // Scheduler returns the running in-process scheduler, nil when stopped.

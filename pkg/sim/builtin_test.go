@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,7 +21,7 @@ func TestBuiltinScenarios(t *testing.T) {
 	for i, sc := range all {
 		names[i] = sc.Name
 	}
-	assert.Equal(t, []string{"balloons", "deadlock", "fallback", "multilevel", "pytorchjob", "tfjob", "upstream"}, names)
+	assert.Equal(t, []string{"balloons", "deadlock", "fallback", "multilevel", "pytorchjob", "starvation", "tfjob", "upstream"}, names)
 
 	for _, sc := range all {
 		t.Run(sc.Name+" is described and checks something in every phase", func(t *testing.T) {
@@ -93,6 +94,32 @@ func TestBuiltinScenarios(t *testing.T) {
 			assert.Equal(t, nodes, g.Size, "each experiment needs the whole cluster")
 		}
 	})
+
+	t.Run("starvation offers more work than the cluster holds, with reservations on", func(t *testing.T) {
+		sc := find(t, all, "starvation")
+		require.NotNil(t, sc.Scheduler)
+		require.NotNil(t, sc.Scheduler.Reservation)
+		s := sc.Steps[0].Stream
+		require.NotNil(t, s)
+		nodes := sc.Cluster.Zones * sc.Cluster.Racks * sc.Cluster.NodesPerRack
+		plan := s.schedule()
+		var work time.Duration
+		for _, a := range plan {
+			work += a.runtime
+		}
+		arrivals := plan[len(plan)-1].at
+		assert.Greater(t, work.Seconds()/arrivals.Seconds(), float64(nodes),
+			"the stream's one-node jobs offer more node-seconds a second than there are nodes, so no rack empties on its own")
+		var gang *Gang
+		for _, st := range sc.Steps {
+			if st.Create != nil && len(st.Create.Gangs) > 0 {
+				gang = &st.Create.Gangs[0]
+			}
+		}
+		require.NotNil(t, gang)
+		assert.Equal(t, sc.Cluster.NodesPerRack, gang.Size, "the gang needs a whole rack")
+		assert.Equal(t, RackLabel, resolveKey(gang.TopologyKey))
+	})
 }
 
 func find(t *testing.T, all []*Scenario, name string) *Scenario {
@@ -110,7 +137,7 @@ func TestLoad(t *testing.T) {
 	t.Run("all is every built-in scenario", func(t *testing.T) {
 		got, err := Load("all")
 		require.NoError(t, err)
-		assert.Len(t, got, 7)
+		assert.Len(t, got, 8)
 	})
 	t.Run("a built-in name loads that scenario", func(t *testing.T) {
 		got, err := Load("deadlock")
@@ -130,7 +157,7 @@ func TestLoad(t *testing.T) {
 	t.Run("an unknown name lists the built-ins", func(t *testing.T) {
 		_, err := Load("balloon")
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), `"balloon" is neither a built-in scenario (balloons, deadlock, fallback, multilevel, pytorchjob, tfjob, upstream, or all) nor a file`)
+		assert.Contains(t, err.Error(), `"balloon" is neither a built-in scenario (balloons, deadlock, fallback, multilevel, pytorchjob, starvation, tfjob, upstream, or all) nor a file`)
 	})
 	t.Run("an invalid file names the file and the field", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "bad.yaml")

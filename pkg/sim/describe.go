@@ -25,6 +25,8 @@ func (st *Step) describe() string {
 		return "delete " + st.Delete.Kind + " " + st.Delete.Name
 	case st.Wait != nil:
 		return st.Wait.describe()
+	case st.Stream != nil:
+		return st.Stream.describe()
 	}
 	return ""
 }
@@ -56,6 +58,16 @@ func (c *Create) describe() string {
 		}
 		if g.PriorityClass != "" {
 			extra = append(extra, "priority "+g.PriorityClass)
+		}
+		if g.Runtime != "" {
+			extra = append(extra, "each runs "+g.runtime.String())
+		}
+		switch secs, _ := g.reserveAfterSeconds(); {
+		case g.ReserveAfter == "":
+		case secs < 0:
+			extra = append(extra, "never reserved for")
+		default:
+			extra = append(extra, fmt.Sprintf("reserve after %ds", secs))
 		}
 		parts = append(parts, s+" ("+strings.Join(extra, ", ")+")")
 	}
@@ -148,8 +160,11 @@ func (a *AddNodes) describe() string {
 }
 
 func (w *Wait) describe() string {
-	if w.For == "bound" {
+	switch w.For {
+	case "bound":
 		return fmt.Sprintf("wait up to %s until %s %s bound", w.timeout, countOf(w.Count, w.selection()), are(w.Count))
+	case "done":
+		return fmt.Sprintf("wait up to %s until %s %s done (ran and finished)", w.timeout, countOf(w.Count, w.selection()), are(w.Count))
 	}
 	return fmt.Sprintf("wait up to %s until %s %s pending with a verdict from the scheduler, then check they stay pending for %s",
 		w.timeout, countOf(w.Count, w.selection()), are(w.Count), w.duration)

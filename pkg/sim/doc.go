@@ -1,9 +1,11 @@
 // Package sim runs scenarios against a sandbox cluster and reports what the
 // scheduler did.
 //
-// A scenario is data (YAML): a cluster shape, PriorityClasses, and a list of
-// steps. Each step does one thing (create objects, add or delete nodes,
-// delete objects, or wait for pods to be bound or to stay pending), then the
+// A scenario is data (YAML): a cluster shape, PriorityClasses, optionally
+// the scheduler's reservation settings, and a list of steps. Each step does
+// one thing (create objects, add or delete nodes, delete objects, start a
+// background stream of pods with runtimes, or wait for pods to be bound,
+// done or to stay pending), then the
 // engine takes a snapshot of the scenario's namespace (per group: pods bound,
 // pending and evicted, and the topology domains they use; per node: whose
 // pods run there) and checks the step's expectations against it.

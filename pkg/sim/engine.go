@@ -45,6 +45,16 @@ type Cluster struct {
 	// PodGroups, for scenarios that use them; nil where the cluster does not
 	// serve their CRD.
 	SchedulerPlugins xversioned.Interface
+	// RestartScheduler replaces the cluster's scheduler with one that runs
+	// config (a KubeSchedulerConfiguration), or with the cluster's own
+	// configuration again when config is nil; the new one must outlive
+	// the call. Scenarios with a scheduler block need it; nil where the
+	// cluster cannot restart its scheduler.
+	RestartScheduler func(config []byte) error
+	// SchedulerConfig is the configuration the cluster's scheduler runs,
+	// which a scenario's scheduler block changes; empty for
+	// config/second-scheduler.yaml.
+	SchedulerConfig []byte
 }
 
 // Result is the outcome of one scenario.
@@ -124,6 +134,10 @@ type runner struct {
 	order      groupOrder
 	ev         *evictions
 	client     *client // see api
+	streams    streams
+	// reconfigured is set once the scheduler runs the scenario's
+	// configuration, so teardown restores the cluster's.
+	reconfigured bool
 }
 
 // Run runs a scenario in a new namespace of the cluster, streaming a table
@@ -179,6 +193,19 @@ func (r *runner) setup(ctx context.Context) error {
 		return fmt.Errorf("create namespace: %w", err)
 	}
 	r.ns = ns.Name
+	if r.sc.Scheduler != nil {
+		if r.cl.RestartScheduler == nil {
+			return errors.New("the scenario sets the scheduler's configuration, and this cluster cannot restart its scheduler")
+		}
+		cfg, err := r.sc.Scheduler.apply(r.cl.SchedulerConfig)
+		if err != nil {
+			return err
+		}
+		r.reconfigured = true
+		if err := r.cl.RestartScheduler(cfg); err != nil {
+			return fmt.Errorf("restart the scheduler with the scenario's configuration: %w", err)
+		}
+	}
 	for _, pc := range r.sc.PriorityClasses {
 		if err := r.createPriorityClass(ctx, pc); err != nil {
 			return err
@@ -278,6 +305,12 @@ func (r *runner) step(ctx context.Context, st *Step) (sr StepResult, stop bool) 
 			sr.Checks = append(sr.Checks, c)
 			stop = !c.Pass
 		}
+	case st.Stream != nil:
+		r.order.rank(groupRef{KindPods, st.Stream.Name})
+		r.streams.start(ctx, r.cl, r.ns, st.Stream)
+	}
+	if err == nil {
+		err = r.streams.failed()
 	}
 	if err != nil {
 		sr.Err = err
@@ -486,7 +519,10 @@ func (r *runner) deleteNodes(ctx context.Context, d *DeleteNodes) error {
 }
 
 // wait runs a Wait and says whether its condition was met. An error is an
-// API failure, not a timeout.
+// API failure, not a timeout. Polls observe under the scenario's context,
+// not the poll's: a list started just before the timeout would otherwise
+// fail with the client's rate-limiter error (it will not wait past a
+// deadline) instead of the wait timing out.
 func (r *runner) wait(ctx context.Context, w *Wait) (Check, error) {
 	what := w.selection()
 	var last *observation
@@ -496,24 +532,28 @@ func (r *runner) wait(ctx context.Context, w *Wait) (Check, error) {
 		}
 		return max(len(sel), 1)
 	}
-	if w.For == "bound" {
-		var bound, target int
-		err := wait.PollUntilContextTimeout(ctx, pollInterval, w.timeout, true, func(ctx context.Context) (bool, error) {
+	if w.For == "bound" || w.For == "done" {
+		count, verb := countBound, "bound"
+		if w.For == "done" {
+			count, verb = countDone, "done"
+		}
+		var reached, target int
+		err := wait.PollUntilContextTimeout(ctx, pollInterval, w.timeout, true, func(context.Context) (bool, error) {
 			o, err := r.observe(ctx, false)
 			if err != nil {
 				return false, err
 			}
 			last = o
 			sel := o.selectPods(w.Group, w.Prefix)
-			target, bound = want(sel), countBound(sel)
-			return bound >= target, nil
+			target, reached = want(sel), count(sel)
+			return reached >= target, nil
 		})
-		text := countOf(w.Count, what) + " bound"
+		text := countOf(w.Count, what) + " " + verb
 		if err != nil {
 			if ctx.Err() != nil || !wait.Interrupted(err) {
 				return Check{}, err
 			}
-			return Check{Text: fmt.Sprintf("%s: only %d of %d after %s%s", text, bound, target, w.timeout, pendingHint(last, w)), Pass: false}, nil
+			return Check{Text: fmt.Sprintf("%s: only %d of %d after %s%s", text, reached, target, w.timeout, pendingHint(last, w)), Pass: false}, nil
 		}
 		return Check{Text: text, Pass: true}, nil
 	}
@@ -521,7 +561,7 @@ func (r *runner) wait(ctx context.Context, w *Wait) (Check, error) {
 	// Pending: first the scheduler's verdict on enough pending pods, then a hold.
 	var pending, target int
 	verdict := false
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, w.timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, w.timeout, true, func(context.Context) (bool, error) {
 		o, err := r.observe(ctx, false)
 		if err != nil {
 			return false, err
@@ -607,6 +647,23 @@ func countBound(pods []*corev1.Pod) int {
 	return n
 }
 
+// countDone counts the pods that ran and finished.
+func countDone(pods []*corev1.Pod) int {
+	n := 0
+	for _, p := range pods {
+		if finished(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// finished is a pod whose containers are done: it no longer holds its
+// node's resources.
+func finished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
 // boundNames lists a few bound pods and their nodes, for a failed hold.
 func boundNames(pods []*corev1.Pod) string {
 	var b []string
@@ -642,6 +699,7 @@ func pendingHint(o *observation, w *Wait) string {
 
 // teardown deletes what the scenario made, even after ctx is cancelled.
 func (r *runner) teardown(parent context.Context) error {
+	r.streams.stop()
 	if r.ev != nil {
 		r.ev.stop()
 	}
@@ -680,6 +738,11 @@ func (r *runner) teardown(parent context.Context) error {
 	}
 	if len(r.nodes) > 0 {
 		errs = append(errs, r.waitGone(ctx, api.nodes, r.nodes))
+	}
+	if r.reconfigured {
+		if err := r.cl.RestartScheduler(nil); err != nil {
+			errs = append(errs, fmt.Errorf("restart the scheduler with the cluster's configuration: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -26,6 +26,9 @@ func evaluate(exps []Expectation, snap Snapshot) []Check {
 		if e.Pending != nil {
 			checks = append(checks, countCheck(g.Name, "pending", g.Pending, *e.Pending))
 		}
+		if e.Done != nil {
+			checks = append(checks, countCheck(g.Name, "done", g.Done, *e.Done))
+		}
 		if e.Evicted != nil {
 			checks = append(checks, countCheck(g.Name, "evicted", g.Evicted, *e.Evicted))
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,17 @@ const (
 	GPUResource corev1.ResourceName = "nvidia.com/gpu"
 
 	pauseImage = "registry.k8s.io/pause:3.10"
+
+	// runtimeAnnotation tells the sandbox's node agent how many seconds a
+	// pod runs before it marks it Succeeded (pkg/sandbox's
+	// RuntimeAnnotation; this package does not link the sandbox).
+	runtimeAnnotation = "sandbox.phalanx.dev/runtime-seconds"
+	// reserveAfterAnnotation overrides reservation.afterSeconds per group
+	// (pkg/plugins/topology's ReserveAfterAnnotation).
+	reserveAfterAnnotation = "scheduling.phalanx.dev/reserve-after-seconds"
+	// reservedCondition is the condition PhalanxTopology writes on a gang's
+	// root group about its reservation.
+	reservedCondition = "Reserved"
 )
 
 // inlineObject is one decoded entry of create.objects.
@@ -161,7 +173,18 @@ func (g *Gang) podGroup() *v1alpha1.PodGroup {
 	if g.Parent != "" {
 		pg.Spec.ParentCompositePodGroupName = ptr.To(g.Parent)
 	}
+	if secs, ok := g.reserveAfterSeconds(); ok && g.ReserveAfter != "" {
+		pg.Annotations = map[string]string{reserveAfterAnnotation: strconv.FormatInt(secs, 10)}
+	}
 	return pg
+}
+
+// setRuntime makes the node agent end the pod after d.
+func setRuntime(p *corev1.Pod, d time.Duration) {
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[runtimeAnnotation] = strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
 }
 
 func (g *Gang) minCount() int {
@@ -195,6 +218,9 @@ func (g *Gang) pods() []*corev1.Pod {
 		out[i] = newPod(fmt.Sprintf("%s%d", g.podPrefix(), i), labels, g.CPU, g.Memory, g.GPUs, g.PriorityClass)
 		if g.API == APIUpstream {
 			out[i].Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(g.Name)}
+		}
+		if g.runtime > 0 {
+			setRuntime(out[i], g.runtime)
 		}
 	}
 	return out

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"strings"
 )
 
 //go:embed report.html.tmpl
@@ -39,6 +40,7 @@ type reportFrame struct {
 	Picture                          template.HTML
 	Rows                             []reportRow
 	Evictions                        bool
+	Done                             bool
 	Checks                           []Check
 }
 
@@ -46,9 +48,9 @@ type reportRow struct {
 	Name, Color, Policy, Where string
 	// Note is the scheduler's word on where a group with preferred
 	// levels went and why.
-	Note                    string
-	Depth                   int
-	Bound, Pending, Evicted int
+	Note                          string
+	Depth                         int
+	Bound, Pending, Done, Evicted int
 }
 
 // WriteReport writes a self-contained HTML page (inline CSS and SVG, no
@@ -126,14 +128,18 @@ func reportScenarioOf(i int, res *Result) reportScenario {
 		}
 		for _, g := range s.Snapshot.Groups {
 			f.Evictions = f.Evictions || g.Evicted > 0
+			f.Done = f.Done || g.Done > 0
 			color := ""
 			if g.Leaf {
 				color = colorOf(colors, g.Name)
 			}
 			row := reportRow{Name: g.Name, Color: color, Policy: g.Policy, Where: g.Where(),
-				Depth: g.Depth, Bound: g.Bound, Pending: g.Pending, Evicted: g.Evicted}
+				Depth: g.Depth, Bound: g.Bound, Pending: g.Pending, Done: g.Done, Evicted: g.Evicted}
 			if g.Bound > 0 {
 				row.Note = g.Choice
+			}
+			if g.Reservation != "" {
+				row.Note = strings.TrimPrefix(row.Note+"; reservation: "+g.Reservation, "; ")
 			}
 			f.Rows = append(f.Rows, row)
 		}

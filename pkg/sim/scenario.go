@@ -23,6 +23,11 @@ type Scenario struct {
 	Cluster ClusterSpec `json:"cluster"`
 	// PriorityClasses are created before step 1 and deleted afterwards.
 	PriorityClasses []PriorityClass `json:"priorityClasses,omitempty"`
+	// Scheduler changes the scheduler's configuration for this scenario
+	// only: the cluster restarts its scheduler with it before step 1 and
+	// with its own configuration after the last step. Unset, the scenario
+	// runs under the cluster's configuration as it is.
+	Scheduler *SchedulerSpec `json:"scheduler,omitempty"`
 	// Steps run in order.
 	Steps []Step `json:"steps"`
 
@@ -54,6 +59,22 @@ type ClusterSpec struct {
 	Pods   int    `json:"pods,omitempty"`
 }
 
+// SchedulerSpec is what a scenario sets in the scheduler's configuration.
+type SchedulerSpec struct {
+	// Reservation is the PhalanxTopology reservation block (see
+	// "Reservations and backfill" in the user guide), in every profile.
+	Reservation *Reservation `json:"reservation"`
+}
+
+// Reservation mirrors PhalanxTopology's reservation arguments; unset
+// fields take the plugin's defaults.
+type Reservation struct {
+	AfterSeconds    int64 `json:"afterSeconds"`
+	MaxHoldSeconds  int64 `json:"maxHoldSeconds,omitempty"`
+	MaxSharePercent int32 `json:"maxSharePercent,omitempty"`
+	Backfill        *bool `json:"backfill,omitempty"`
+}
+
 // PriorityClass is a scheduling.k8s.io/v1 PriorityClass the scenario needs.
 type PriorityClass struct {
 	Name  string `json:"name"`
@@ -71,6 +92,7 @@ type Step struct {
 	DeleteNodes *DeleteNodes `json:"deleteNodes,omitempty"`
 	Delete      *Delete      `json:"delete,omitempty"`
 	Wait        *Wait        `json:"wait,omitempty"`
+	Stream      *Stream      `json:"stream,omitempty"`
 	// Expect is checked once, against the snapshot taken after the action.
 	Expect []Expectation `json:"expect,omitempty"`
 }
@@ -126,14 +148,24 @@ type Gang struct {
 	// of a PodGroup object (the TFJob demo). It allows no topologyKey,
 	// disruptionAll or parent, which need an object.
 	LabelPair bool `json:"labelPair,omitempty"`
+	// ReserveAfter overrides the scheduler's reservation.afterSeconds for
+	// this gang (the scheduling.phalanx.dev/reserve-after-seconds
+	// annotation of its PodGroup), e.g. 5s; "never" never reserves for it.
+	ReserveAfter string `json:"reserveAfter,omitempty"`
 	// PodPrefix names the pods; default "<name>-".
 	PodPrefix string `json:"podPrefix,omitempty"`
+	// Runtime is how long each pod runs once started (a duration such as
+	// 20s); the node agent then marks it Succeeded. Unset, pods run until
+	// deleted.
+	Runtime string `json:"runtime,omitempty"`
 	// API is the API the gang is written in: "" for Phalanx's own
 	// (scheduling.phalanx.dev PodGroup and pod-group label), "upstream"
 	// for upstream's scheduling.k8s.io/v1beta1 PodGroup and
 	// pod.spec.schedulingGroup. An upstream gang's parent is an upstream
 	// CompositePodGroup (scheduling.k8s.io/v1alpha3).
 	API string `json:"api,omitempty"`
+
+	runtime time.Duration
 }
 
 // APIUpstream is Gang.API for upstream's scheduling.k8s.io objects.
@@ -182,11 +214,39 @@ type Delete struct {
 	Prefix string `json:"prefix,omitempty"`
 }
 
+// Stream starts plain pods arriving in the background, Count of them at
+// random moments (a Poisson process of RatePerSecond, drawn from Seed, so
+// every run has the same schedule), each running a random time in
+// [MinRuntime, MaxRuntime]. The step returns at once; later steps run
+// while the pods keep arriving, and the stream stops at the scenario's
+// end. The pods are named <name>-<iii> and shown together under Name.
+type Stream struct {
+	Name          string  `json:"name"`
+	Count         int     `json:"count"`
+	RatePerSecond float64 `json:"ratePerSecond"`
+	Seed          int64   `json:"seed,omitempty"`
+	// MinRuntime and MaxRuntime are durations such as 5s.
+	MinRuntime string `json:"minRuntime"`
+	MaxRuntime string `json:"maxRuntime"`
+	// DeadlineSlack, when set, makes every pod declare its runtime bound
+	// (activeDeadlineSeconds) as its runtime rounded up to the second plus
+	// this much: the declaration reservations backfill on.
+	DeadlineSlack string `json:"deadlineSlack,omitempty"`
+	CPU           Amount `json:"cpu,omitempty"`
+	Memory        Amount `json:"memory,omitempty"`
+	GPUs          int    `json:"gpus,omitempty"`
+	PriorityClass string `json:"priorityClass,omitempty"`
+
+	minRuntime, maxRuntime, slack time.Duration
+}
+
 // Wait blocks until pods reach a state, with a deadline.
 type Wait struct {
-	// For is "bound": at least Count pods of the selection are bound; or
-	// "pending": at least Count pods are pending and the scheduler has
-	// reported on them, and they stay pending for Duration.
+	// For is "bound": at least Count pods of the selection are bound
+	// (finished ones included, they were bound); "done": at least Count
+	// pods have run and finished (Succeeded or Failed); or "pending": at
+	// least Count pods are pending and the scheduler has reported on them,
+	// and they stay pending for Duration.
 	For string `json:"for"`
 	// Group (a PodGroup, CompositePodGroup, label gang or pod set name) or
 	// Prefix (of pod names) selects the pods; exactly one.
@@ -205,11 +265,13 @@ type Wait struct {
 // Expectation is checked against the snapshot after a step. Each field set
 // is one check; counts are of pods that are not terminating, except Evicted,
 // which counts every pod of the group the scheduler marked with a
-// DisruptionTarget condition since the scenario began.
+// DisruptionTarget condition since the scenario began. Bound counts pods
+// on a node and not finished; Done those that ran and finished.
 type Expectation struct {
 	Group   string `json:"group"`
 	Bound   *int   `json:"bound,omitempty"`
 	Pending *int   `json:"pending,omitempty"`
+	Done    *int   `json:"done,omitempty"`
 	Evicted *int   `json:"evicted,omitempty"`
 	// SameDomain is a node label key ("zone", "block", "rack", "hostname"
 	// are short forms): every bound pod of the group runs on nodes with one

@@ -61,10 +61,16 @@ type GroupState struct {
 	// Choice is the scheduler's PreferredTopology condition message: where
 	// its last plan put a group with preferred levels, and why.
 	Choice string
+	// Reservation is the scheduler's Reserved condition on the group, as
+	// "<reason>: <message>": the domain held for a gang that waited, or
+	// why a hold ended or was refused.
+	Reservation string
 	// Bound and Pending count pods that are not terminating; a composite
-	// counts every pod below it. Evicted counts pods marked with a
-	// DisruptionTarget condition since the scenario began.
-	Bound, Pending, Evicted int
+	// counts every pod below it. Bound pods hold their node; Done pods
+	// ran there and finished (Succeeded or Failed), so they hold nothing.
+	// Evicted counts pods marked with a DisruptionTarget condition since
+	// the scenario began.
+	Bound, Pending, Done, Evicted int
 	// Domains are the values of TopologyKey (or, without one, of the rack
 	// label) over the nodes of the bound pods.
 	Domains []string
@@ -399,6 +405,10 @@ func buildSnapshot(o *observation, evicted map[groupRef]int, priorities map[stri
 			b.state.Pending++
 			continue
 		}
+		if finished(p) {
+			b.state.Done++
+			continue
+		}
 		b.state.Bound++
 		b.nodes.Insert(p.Spec.NodeName)
 		k := slotKey{p.Spec.NodeName, ref.name}
@@ -472,6 +482,7 @@ func buildSnapshot(o *observation, evicted map[groupRef]int, priorities map[stri
 			total(c, depth+1, seen)
 			b.state.Bound += c.state.Bound
 			b.state.Pending += c.state.Pending
+			b.state.Done += c.state.Done
 			b.state.Evicted += c.state.Evicted
 			b.nodes = b.nodes.Union(c.nodes)
 		}
@@ -585,6 +596,12 @@ func describe(b *rowBuilder, o *observation, priorities map[string]int32) {
 		}
 		if c := meta.FindStatusCondition(pg.Status.Conditions, v1alpha1.PodGroupPreferredTopology); c != nil {
 			b.state.Choice = c.Message
+		}
+		if c := meta.FindStatusCondition(pg.Status.Conditions, reservedCondition); c != nil {
+			b.state.Reservation = c.Reason
+			if c.Message != "" {
+				b.state.Reservation += ": " + c.Message
+			}
 		}
 		if d := pg.Spec.DisruptionMode; d != nil && d.All != nil {
 			parts = append(parts, "evicted whole")

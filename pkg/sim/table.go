@@ -28,20 +28,26 @@ func writeStep(w io.Writer, sc *Scenario, i int, sr *StepResult, prev Snapshot) 
 		fmt.Fprintf(w, "      %s\n", line)
 	}
 	writeGroups(w, "      ", sr.Snapshot)
-	said := map[string]string{}
+	said, reserved := map[string]string{}, map[string]string{}
 	for _, g := range prev.Groups {
 		said[g.Name] = g.Choice
+		reserved[g.Name] = g.Reservation
 	}
-	for _, g := range sr.Snapshot.Groups {
-		if g.Choice == "" || g.Bound == 0 || said[g.Name] == g.Choice {
-			continue
-		}
-		for i, line := range wrap(g.Name+": "+g.Choice, textWidth-8) {
+	note := func(text string) {
+		for i, line := range wrap(text, textWidth-8) {
 			if i == 0 {
 				fmt.Fprintf(w, "      > %s\n", line)
 			} else {
 				fmt.Fprintf(w, "        %s\n", line)
 			}
+		}
+	}
+	for _, g := range sr.Snapshot.Groups {
+		if g.Choice != "" && g.Bound > 0 && said[g.Name] != g.Choice {
+			note(g.Name + ": " + g.Choice)
+		}
+		if g.Reservation != "" && reserved[g.Name] != g.Reservation {
+			note(g.Name + " reservation: " + g.Reservation)
 		}
 	}
 	for _, c := range sr.Checks {
@@ -58,18 +64,25 @@ func writeGroups(w io.Writer, indent string, snap Snapshot) {
 		fmt.Fprintf(w, "%s(no groups yet)\n", indent)
 		return
 	}
-	evictions := false
+	evictions, done := false, false
 	for _, g := range snap.Groups {
 		evictions = evictions || g.Evicted > 0
+		done = done || g.Done > 0
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "GROUP\tPOLICY\tBOUND/PENDING\t"
+	if done {
+		head += "DONE\t"
+	}
 	if evictions {
 		head += "EVICTED\t"
 	}
 	fmt.Fprintf(tw, "%s%sWHERE\n", indent, head)
 	for _, g := range snap.Groups {
 		line := fmt.Sprintf("%s\t%s\t%d/%d\t", treeName(g), g.Policy, g.Bound, g.Pending)
+		if done {
+			line += fmt.Sprintf("%d\t", g.Done)
+		}
 		if evictions {
 			line += fmt.Sprintf("%d\t", g.Evicted)
 		}

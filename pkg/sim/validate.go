@@ -73,6 +73,9 @@ func (sc *Scenario) Validate() error {
 		}
 	}
 
+	if sc.Scheduler != nil {
+		errs = append(errs, sc.Scheduler.validate(field.NewPath("scheduler"))...)
+	}
 	if len(sc.Steps) == 0 {
 		errs = append(errs, field.Required(field.NewPath("steps"), "a scenario needs at least one step"))
 	}
@@ -172,9 +175,13 @@ func (st *Step) validate(p *field.Path, classes sets.Set[string]) field.ErrorLis
 		actions = append(actions, "wait")
 		errs = append(errs, st.Wait.validate(p.Child("wait"))...)
 	}
+	if st.Stream != nil {
+		actions = append(actions, "stream")
+		errs = append(errs, st.Stream.validate(p.Child("stream"), classes)...)
+	}
 	if len(actions) != 1 {
 		errs = append(errs, field.Invalid(p, strings.Join(actions, ", "),
-			"a step does exactly one of create, addNodes, deleteNodes, delete or wait; split it into several steps"))
+			"a step does exactly one of create, addNodes, deleteNodes, delete, wait or stream; split it into several steps"))
 	}
 	for i, e := range st.Expect {
 		errs = append(errs, e.validate(p.Child("expect").Index(i))...)
@@ -273,6 +280,92 @@ func (g *Gang) validate(p *field.Path, classes sets.Set[string]) field.ErrorList
 			errs = append(errs, field.Invalid(p.Child("parent"), g.Parent, msg))
 		}
 	}
+	g.runtime = 0
+	if g.Runtime != "" {
+		var err error
+		if g.runtime, err = time.ParseDuration(g.Runtime); err != nil || g.runtime <= 0 || g.runtime > maxTimeout {
+			errs = append(errs, field.Invalid(p.Child("runtime"), g.Runtime, fmt.Sprintf("must be a duration such as 20s, at most %s", maxTimeout)))
+		}
+	}
+	if g.ReserveAfter != "" {
+		if g.LabelPair || g.API == APIUpstream {
+			errs = append(errs, field.Forbidden(p.Child("reserveAfter"), "only a Phalanx PodGroup carries the reserve-after-seconds annotation"))
+		}
+		if _, ok := g.reserveAfterSeconds(); !ok {
+			errs = append(errs, field.Invalid(p.Child("reserveAfter"), g.ReserveAfter, "must be a whole number of seconds such as 5s, or never"))
+		}
+	}
+	return errs
+}
+
+// reserveAfterSeconds is the annotation value of ReserveAfter: seconds,
+// or -1 for never.
+func (g *Gang) reserveAfterSeconds() (int64, bool) {
+	if g.ReserveAfter == "never" {
+		return -1, true
+	}
+	d, err := time.ParseDuration(g.ReserveAfter)
+	if err != nil || d < 0 || d > maxTimeout || d%time.Second != 0 {
+		return 0, false
+	}
+	return int64(d / time.Second), true
+}
+
+// Limits of a stream.
+const (
+	maxStreamRate    = 100.0
+	maxStreamRuntime = maxTimeout
+)
+
+func (s *Stream) validate(p *field.Path, classes sets.Set[string]) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateName(p.Child("name"), s.Name, validation.IsDNS1123Label, maxNameLength)...)
+	if s.Count < 1 || s.Count > maxGeneratedSet {
+		errs = append(errs, field.Invalid(p.Child("count"), s.Count, fmt.Sprintf("must be between 1 and %d", maxGeneratedSet)))
+	}
+	if !(s.RatePerSecond > 0 && s.RatePerSecond <= maxStreamRate) {
+		errs = append(errs, field.Invalid(p.Child("ratePerSecond"), s.RatePerSecond, fmt.Sprintf("must be above 0 and at most %g pods a second", maxStreamRate)))
+	}
+	parse := func(name, v string, zeroOK bool) time.Duration {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || (d == 0 && !zeroOK) || d > maxStreamRuntime {
+			errs = append(errs, field.Invalid(p.Child(name), v, fmt.Sprintf("must be a duration such as 5s, at most %s", maxStreamRuntime)))
+			return 0
+		}
+		return d
+	}
+	s.minRuntime = parse("minRuntime", s.MinRuntime, false)
+	s.maxRuntime = parse("maxRuntime", s.MaxRuntime, false)
+	if s.minRuntime > 0 && s.maxRuntime > 0 && s.maxRuntime < s.minRuntime {
+		errs = append(errs, field.Invalid(p.Child("maxRuntime"), s.MaxRuntime, "must not be shorter than minRuntime "+s.MinRuntime))
+	}
+	s.slack = 0
+	if s.DeadlineSlack != "" {
+		s.slack = parse("deadlineSlack", s.DeadlineSlack, true)
+	}
+	errs = append(errs, validateAmount(p.Child("cpu"), s.CPU)...)
+	errs = append(errs, validateAmount(p.Child("memory"), s.Memory)...)
+	errs = append(errs, nonNegative(p.Child("gpus"), s.GPUs)...)
+	errs = append(errs, validateClassRef(p.Child("priorityClass"), s.PriorityClass, classes)...)
+	return errs
+}
+
+func (s *SchedulerSpec) validate(p *field.Path) field.ErrorList {
+	r := s.Reservation
+	if r == nil {
+		return field.ErrorList{field.Required(p.Child("reservation"), "the scheduler block sets reservation; leave the block out to run under the cluster's configuration")}
+	}
+	p = p.Child("reservation")
+	var errs field.ErrorList
+	if r.AfterSeconds < 0 {
+		errs = append(errs, field.Invalid(p.Child("afterSeconds"), r.AfterSeconds, "must not be negative"))
+	}
+	if r.MaxHoldSeconds < 0 {
+		errs = append(errs, field.Invalid(p.Child("maxHoldSeconds"), r.MaxHoldSeconds, "must be positive; leave it out for the default"))
+	}
+	if r.MaxSharePercent < 0 || r.MaxSharePercent > 100 {
+		errs = append(errs, field.Invalid(p.Child("maxSharePercent"), r.MaxSharePercent, "must be 1 to 100; leave it out for the default"))
+	}
 	return errs
 }
 
@@ -328,9 +421,9 @@ func (d *Delete) validate(p *field.Path) field.ErrorList {
 func (w *Wait) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch w.For {
-	case "bound", "pending":
+	case "bound", "done", "pending":
 	default:
-		errs = append(errs, field.NotSupported(p.Child("for"), w.For, []string{"bound", "pending"}))
+		errs = append(errs, field.NotSupported(p.Child("for"), w.For, []string{"bound", "done", "pending"}))
 	}
 	if (w.Group != "") == (w.Prefix != "") {
 		errs = append(errs, field.Invalid(p, "", "set exactly one of group and prefix to select the pods to wait for"))
@@ -362,13 +455,13 @@ func (e *Expectation) validate(p *field.Path) field.ErrorList {
 	if e.Group == "" {
 		errs = append(errs, field.Required(p.Child("group"), "name the group (PodGroup, CompositePodGroup, label gang or pod set) to check"))
 	}
-	if e.Bound == nil && e.Pending == nil && e.Evicted == nil && e.SameDomain == "" && e.Spans == nil {
-		errs = append(errs, field.Required(p, "set at least one of bound, pending, evicted, sameDomain and spans"))
+	if e.Bound == nil && e.Pending == nil && e.Done == nil && e.Evicted == nil && e.SameDomain == "" && e.Spans == nil {
+		errs = append(errs, field.Required(p, "set at least one of bound, pending, done, evicted, sameDomain and spans"))
 	}
 	for _, f := range []struct {
 		name string
 		v    *int
-	}{{"bound", e.Bound}, {"pending", e.Pending}, {"evicted", e.Evicted}} {
+	}{{"bound", e.Bound}, {"pending", e.Pending}, {"done", e.Done}, {"evicted", e.Evicted}} {
 		if f.v != nil {
 			errs = append(errs, nonNegative(p.Child(f.name), *f.v)...)
 		}

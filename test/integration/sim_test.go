@@ -31,7 +31,8 @@ func TestScenarios(t *testing.T) {
 		t.Run(sc.Name, func(t *testing.T) {
 			steps += len(sc.Steps)
 			var out bytes.Buffer
-			res := sim.Run(ctx, sim.Cluster{Client: c.Client, Phalanx: c.Phalanx, SchedulerPlugins: xClient(t, c)}, sc, &out)
+			res := sim.Run(ctx, sim.Cluster{Client: c.Client, Phalanx: c.Phalanx, SchedulerPlugins: xClient(t, c),
+				RestartScheduler: c.RestartScheduler}, sc, &out)
 			results = append(results, res)
 			t.Log("\n" + out.String())
 			require.NoError(t, res.Err)

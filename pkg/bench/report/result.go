@@ -128,6 +128,10 @@ type Result struct {
 	// gangs; the measured window and group times are the high-priority
 	// gang's.
 	Preemption *Preemption `json:"preemption,omitempty"`
+	// Starvation (starvation cases) is the big gang's start and the small
+	// jobs' throughput, wait and the cluster's utilisation over the
+	// case's window.
+	Starvation *Starvation `json:"starvation,omitempty"`
 	// Stop says why the measured window ended: "all bound", "stalled" or
 	// "deadline".
 	Stop string `json:"stop"`

@@ -69,6 +69,9 @@ type Summary struct {
 	// with PartialGangs the largest over the runs; nil unless a
 	// preemption case.
 	Preemption *Preemption
+	// Starvation is the median run's (by utilisation); nil unless a
+	// starvation case.
+	Starvation *Starvation
 }
 
 // Summarize groups results by case and arm, in order of first appearance,
@@ -88,6 +91,7 @@ func Summarize(results []Result) []Summary {
 	for _, k := range order {
 		s := Summary{Case: k.c, Arm: k.a, Arrival: k.arrival, PlacementOK: true, Bound: -1}
 		var frags []Fragmentation
+		var starves []Starvation
 		var spreads []Spread
 		var preempts []Preemption
 		var create, writes, load, ready, pps, first, p50, p99, att, mem, sched, harness []float64
@@ -113,6 +117,9 @@ func Summarize(results []Result) []Summary {
 			if !stops[r.Stop] {
 				stops[r.Stop] = true
 				s.Stops = append(s.Stops, r.Stop)
+			}
+			if r.Starvation != nil {
+				starves = append(starves, *r.Starvation)
 			}
 			if r.Fragmentation != nil {
 				frags = append(frags, *r.Fragmentation)
@@ -158,6 +165,7 @@ func Summarize(results []Result) []Summary {
 			s.Bound = 0
 		}
 		s.Fragmentation = medianFragmentation(frags)
+		s.Starvation = medianStarvation(starves)
 		s.Spread = medianSpread(spreads)
 		s.Preemption = medianPreemption(preempts)
 		s.ReadySeconds = median(ready)
@@ -230,6 +238,9 @@ func WriteTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(w, "gang = its last member bound; pods/s = bound pods ÷ time to the last bind. Medians over runs (pods/s range in brackets). Preemption cases: bound, pods/s and gang times are the high-priority gang's.")
 
 	if err := writePreemption(w, sums); err != nil {
+		return err
+	}
+	if err := writeStarvation(w, sums); err != nil {
 		return err
 	}
 	if err := writeSpread(w, sums); err != nil {

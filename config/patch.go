@@ -1,0 +1,51 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+
+	"sigs.k8s.io/yaml"
+)
+
+// WithPluginArg returns base, a KubeSchedulerConfiguration, with
+// args.<arg> of plugin set to value in every profile; a profile without a
+// pluginConfig entry for plugin gets one. Everything else is kept, so a
+// tool can turn one plugin argument on for a run (phalanx-sim's scenario
+// scheduler block, the bench's reservation cases) on top of exactly what
+// users deploy.
+func WithPluginArg(base []byte, plugin, arg string, value any) ([]byte, error) {
+	var cfg map[string]any
+	if err := yaml.Unmarshal(base, &cfg); err != nil {
+		return nil, fmt.Errorf("parse the scheduler configuration: %w", err)
+	}
+	profiles, _ := cfg["profiles"].([]any)
+	if len(profiles) == 0 {
+		return nil, errors.New("the scheduler configuration has no profiles")
+	}
+	for i, p := range profiles {
+		profile, ok := p.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("profiles[%d] of the scheduler configuration is not a mapping", i)
+		}
+		entries, _ := profile["pluginConfig"].([]any)
+		found := false
+		for _, e := range entries {
+			entry, ok := e.(map[string]any)
+			if !ok || entry["name"] != plugin {
+				continue
+			}
+			args, _ := entry["args"].(map[string]any)
+			if args == nil {
+				args = map[string]any{}
+			}
+			args[arg] = value
+			entry["args"] = args
+			found = true
+		}
+		if !found {
+			entries = append(entries, map[string]any{"name": plugin, "args": map[string]any{arg: value}})
+		}
+		profile["pluginConfig"] = entries
+	}
+	return yaml.Marshal(cfg)
+}
