@@ -11,9 +11,11 @@
 package preemption
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -370,6 +372,7 @@ func (p *Preemption) constraints(ctx context.Context, h fwk.Handle, pr *probe.Pr
 // highest CompositePodGroup with disruptionMode all above it.
 func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[types.UID]bool) ([]placement.Victim, map[string]*corev1.Pod) {
 	var out []placement.Victim
+	var podInfos []fwk.PodInfo
 	byKey := map[string]*corev1.Pod{}
 	for _, ni := range infos {
 		for _, pi := range ni.GetPods() {
@@ -393,32 +396,63 @@ func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[ty
 				// hide.
 				continue
 			}
-			v.ViolatesPDB = p.violatesPDB(pod)
 			out = append(out, v)
+			podInfos = append(podInfos, pi)
 			byKey[v.Key] = pod
 		}
 	}
+	p.markPDBViolations(out, podInfos)
 	return out, byKey
 }
 
-// violatesPDB reports whether evicting pod alone would break a
-// PodDisruptionBudget that selects it. It is a tie-breaker in the victim
-// order, so the per-budget count of several victims is not modelled.
-func (p *Preemption) violatesPDB(pod *corev1.Pod) bool {
-	list, err := p.pdbs.PodDisruptionBudgets(pod.Namespace).List(labels.Everything())
-	if err != nil {
-		return false
+// pdbVictim is one candidate for upstream's PDB accounting, with its index
+// in the candidate list.
+type pdbVictim struct {
+	upstream.Victim
+	i int
+}
+
+// markPDBViolations sets ViolatesPDB on the candidates whose eviction would
+// break a PodDisruptionBudget, with upstream's accounting
+// (FilterVictimsWithPDBViolation, which the pod path's evaluator uses too):
+// the pods a budget selects use up its DisruptionsAllowed one by one, a pod
+// already in its DisruptedPods uses none of it, and each one beyond the
+// allowance violates it.
+//
+// The victim search's cost is a sum over the pods it evicts, not a count
+// per budget of the set it tries, so which pods use up an allowance is
+// settled here, before the search: the ones it evicts first (lowest
+// priority, then youngest, as its cost orders them). Of a budget allowing
+// N, the N cheapest pods then cost nothing, and evicting one more costs
+// one violation.
+func (p *Preemption) markPDBViolations(victims []placement.Victim, pods []fwk.PodInfo) {
+	if p.pdbs == nil {
+		return
 	}
-	for _, pdb := range list {
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+	pdbs, err := p.pdbs.List(labels.Everything())
+	if err != nil || len(pdbs) == 0 {
+		return
+	}
+	order := make([]int, len(victims))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		va, vb := &victims[a], &victims[b]
+		return cmp.Or(cmp.Compare(va.Priority, vb.Priority), -cmp.Compare(va.Created, vb.Created), cmp.Compare(va.Key, vb.Key))
+	})
+	list := make([]pdbVictim, 0, len(order))
+	for _, i := range order {
+		v, err := upstream.NewVictim(pods[i:i+1], victims[i].Priority, fwk.PodKeyType)
+		if err != nil {
 			continue
 		}
-		if pdb.Status.DisruptionsAllowed <= 0 {
-			return true
-		}
+		list = append(list, pdbVictim{Victim: v, i: i})
 	}
-	return false
+	violating, _ := upstream.FilterVictimsWithPDBViolation(list, pdbs)
+	for _, v := range violating {
+		victims[v.Victim.i].ViolatesPDB = true
+	}
 }
 
 func (p *Preemption) remember(root groups.Key, victims []*corev1.Pod) {
