@@ -23,9 +23,9 @@ import (
 
 // Eviction, for both paths, is upstream's Executor. The pod path hands it
 // a candidate node and lets it run whole (pods.go). A group's victims span
-// many nodes, and the Executor's entry points for a victim set chosen by
-// someone else than its own evaluators are unexported; its per-victim step,
-// PreemptPod, is not. evict therefore calls PreemptPod for each victim and
+// many nodes, and the Executor takes a victim set only from its own
+// evaluators (actuatePodGroupPreemption and prepareCandidate are
+// unexported); its per-victim step, PreemptPod, is exported. evict therefore calls PreemptPod for each victim and
 // adds what the Executor does around it: the victims in parallel, stop at
 // the first failure, then clear the nominations of lower-priority pods to
 // the victims' nodes.
