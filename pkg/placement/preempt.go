@@ -27,7 +27,11 @@ type Victim struct {
 	Unit string
 	// Created is the creation time in unix nanoseconds; younger is larger.
 	Created int64
-	// ViolatesPDB says that evicting the pod would violate a PodDisruptionBudget.
+	// ViolatesPDB says that evicting the pod would violate a
+	// PodDisruptionBudget. The caller settles a budget's allowance across
+	// its pods beforehand, since the cost counts each pod alone: of a
+	// budget allowing N, the N pods the search evicts first do not violate
+	// it, and the rest do.
 	ViolatesPDB bool
 }
 

@@ -14,14 +14,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
-
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	upstream "k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -32,16 +37,57 @@ type evictHandle struct {
 	fwk.Handle
 	client   kubernetes.Interface
 	recorder events.EventRecorderLogger
+	// waiting are the pods waiting in Permit, by UID.
+	waiting map[types.UID]fwk.WaitingPod
+	// nominated are the pods nominated to each node.
+	nominated map[string][]*corev1.Pod
 }
 
 func (h *evictHandle) ClientSet() kubernetes.Interface           { return h.client }
 func (h *evictHandle) EventRecorder() events.EventRecorderLogger { return h.recorder }
+func (h *evictHandle) APICacher() fwk.APICacher                  { return nil }
+
+func (h *evictHandle) SharedInformerFactory() informers.SharedInformerFactory {
+	return informers.NewSharedInformerFactory(h.client, 0)
+}
+
+func (h *evictHandle) GetWaitingPod(uid types.UID) fwk.WaitingPod {
+	if w, ok := h.waiting[uid]; ok {
+		return w
+	}
+	return nil
+}
+
+func (h *evictHandle) GetPodInPreBind(types.UID) fwk.PodInPreBind { return nil }
+
+func (h *evictHandle) NominatedPodsForNode(node string) []fwk.PodInfo {
+	var out []fwk.PodInfo
+	for _, p := range h.nominated[node] {
+		pi, _ := framework.NewPodInfo(p)
+		out = append(out, pi)
+	}
+	return out
+}
 
 // Parallelizer is the default profile's (the framework counts its
 // goroutines in the scheduler's metrics, which must be registered).
 func (h *evictHandle) Parallelizer() fwk.Parallelizer {
 	schedmetrics.Register()
 	return parallelize.NewParallelizer(16)
+}
+
+// evictor is the plugin as far as evict needs it, over h.
+func evictor(h *evictHandle) *Preemption {
+	return &Preemption{handle: h, executor: upstream.NewExecutor(h, feature.Features{}), pending: map[groups.Key]*pendingEviction{}}
+}
+
+// trainer is the preempting group of the eviction tests, priority 1000.
+func trainer() *groupPreemptor {
+	return &groupPreemptor{
+		pod:  &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "trainer-0", UID: "trainer-0-uid"}},
+		root: groups.Key{Kind: groups.PodGroupKind, Namespace: "ns", Name: "trainer"},
+		prio: 1000,
+	}
 }
 
 // conflictOnStaleUpdate makes the fake client refuse an update whose
@@ -88,10 +134,14 @@ func TestEvictMarksStaleVictims(t *testing.T) {
 		return false, nil, nil
 	})
 
-	p := &Preemption{handle: &evictHandle{client: client, recorder: events.NewFakeRecorder(10)}}
-	preemptor := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "trainer-0", UID: "trainer-0-uid"}}
-	p.evict(context.Background(), preemptor, groups.Key{Kind: groups.PodGroupKind, Namespace: "ns", Name: "trainer"}, []*corev1.Pod{victim})
+	recorder := events.NewFakeRecorder(10)
+	p := evictor(&evictHandle{client: client, recorder: recorder})
+	p.evict(context.Background(), trainer(), []*corev1.Pod{victim}, nil)
 
+	t.Run("the victim's Preempted event names the group", func(t *testing.T) {
+		require.Len(t, recorder.Events, 1)
+		assert.Equal(t, "Normal Preempted Preempted by group PodGroup ns/trainer on node node-a", <-recorder.Events)
+	})
 	t.Run("the victim is deleted", func(t *testing.T) {
 		_, err := client.CoreV1().Pods("ns").Get(context.Background(), "batch-0", metav1.GetOptions{})
 		assert.True(t, apierrors.IsNotFound(err), "victim still exists: %v", err)
@@ -165,10 +215,9 @@ func TestEvictVictimsInParallel(t *testing.T) {
 		return false, nil, nil
 	})
 
-	p := &Preemption{handle: &evictHandle{client: heldDeletes{Interface: client, hold: hold}, recorder: events.NewFakeRecorder(100)}}
-	preemptor := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "trainer-0", UID: "trainer-0-uid"}}
+	p := evictor(&evictHandle{client: heldDeletes{Interface: client, hold: hold}, recorder: events.NewFakeRecorder(100)})
 	start := time.Now()
-	p.evict(context.Background(), preemptor, groups.Key{Kind: groups.PodGroupKind, Namespace: "ns", Name: "trainer"}, victims)
+	p.evict(context.Background(), trainer(), victims, nil)
 
 	assert.GreaterOrEqual(t, most, 4, "victims' deletes in flight together")
 	assert.Less(t, time.Since(start), 5*time.Second)
@@ -214,4 +263,88 @@ type heldPods struct {
 func (p heldPods) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	p.hold()
 	return p.PodInterface.Delete(ctx, name, opts)
+}
+
+// waitingPod is a pod waiting in Permit that records its preemption.
+type waitingPod struct {
+	fwk.WaitingPod
+	pod       *corev1.Pod
+	preempted bool
+}
+
+func (w *waitingPod) GetPod() *corev1.Pod { return w.pod }
+
+func (w *waitingPod) Preempt(string, string) bool {
+	w.preempted = true
+	return true
+}
+
+// A victim still waiting in Permit (assumed on its node, never bound) is
+// sent back to the queue in the scheduler's memory, not deleted: its group
+// keeps its pods and may try again, and the preemptor does not wait for a
+// termination that will never come.
+func TestEvictRejectsAVictimWaitingInPermit(t *testing.T) {
+	waiting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "batch-0", UID: "batch-0-uid"}}
+	bound := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "batch-1", UID: "batch-1-uid"},
+		Spec:       corev1.PodSpec{NodeName: "node-a"},
+	}
+	client := fake.NewClientset(waiting.DeepCopy(), bound.DeepCopy())
+	w := &waitingPod{pod: waiting}
+	p := evictor(&evictHandle{client: client, recorder: events.NewFakeRecorder(10), waiting: map[types.UID]fwk.WaitingPod{waiting.UID: w}})
+	// The informer's view of the pods: the waiting victim stays in the API
+	// server.
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, idx.Add(waiting))
+	p.pods = corelisters.NewPodLister(idx)
+
+	g := trainer()
+	inPermit := waiting.DeepCopy()
+	inPermit.Spec.NodeName = "node-a"
+	p.remember(g.root, []*corev1.Pod{inPermit, bound})
+	p.evict(context.Background(), g, []*corev1.Pod{inPermit, bound}, nil)
+
+	assert.True(t, w.preempted, "the waiting victim is rejected in Permit")
+	_, err := client.CoreV1().Pods("ns").Get(context.Background(), "batch-0", metav1.GetOptions{})
+	assert.NoError(t, err, "the waiting victim is not deleted")
+	_, err = client.CoreV1().Pods("ns").Get(context.Background(), "batch-1", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the bound victim is deleted: %v", err)
+	assert.Zero(t, p.victimsLeft(g.root, nil), "the group does not wait for the rejected victim")
+}
+
+// Pods of lower priority than the group that were nominated to a victim's
+// node lose their nomination, so they look for room elsewhere instead of
+// keeping the room the group evicted for. Nominations of the group's own
+// members, of pods at or above its priority and to other nodes stay.
+func TestEvictClearsLowerPriorityNominationsOnVictimNodes(t *testing.T) {
+	victim := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "batch-0", UID: "batch-0-uid"},
+		Spec:       corev1.PodSpec{NodeName: "node-a"},
+	}
+	nominatedTo := func(name, node string, prio int32) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name + "-uid")},
+			Spec:       corev1.PodSpec{Priority: &prio},
+			Status:     corev1.PodStatus{NominatedNodeName: node},
+		}
+	}
+	low := nominatedTo("low", "node-a", 10)
+	high := nominatedTo("high", "node-a", 2000)
+	member := nominatedTo("trainer-1", "node-a", 1000)
+	elsewhere := nominatedTo("low-elsewhere", "node-b", 10)
+	client := fake.NewClientset(victim.DeepCopy(), low.DeepCopy(), high.DeepCopy(), member.DeepCopy(), elsewhere.DeepCopy())
+	p := evictor(&evictHandle{client: client, recorder: events.NewFakeRecorder(10), nominated: map[string][]*corev1.Pod{
+		"node-a": {low, high, member},
+		"node-b": {elsewhere},
+	}})
+
+	p.evict(context.Background(), trainer(), []*corev1.Pod{victim}, []*corev1.Pod{member})
+
+	nominations := map[string]string{}
+	for _, name := range []string{"low", "high", "trainer-1", "low-elsewhere"} {
+		pod, err := client.CoreV1().Pods("ns").Get(context.Background(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+		nominations[name] = pod.Status.NominatedNodeName
+	}
+	assert.Equal(t, map[string]string{"low": "", "high": "node-a", "trainer-1": "node-a", "low-elsewhere": "node-b"}, nominations)
 }

@@ -76,11 +76,12 @@ type podEvaluator struct {
 }
 
 // newPodEvaluator builds upstream's evaluator around Phalanx's victim
-// selection. Preemption is synchronous: the asynchronous mode holds the
+// selection, and its Executor, which group preemption evicts with too.
+// Preemption is synchronous: the asynchronous mode holds the
 // preemptor in DefaultPreemption's PreEnqueue, which only knows its own
 // evaluations. Upstream's own workload features stay off here, since the
 // groups are Phalanx's.
-func newPodEvaluator(ctx context.Context, h fwk.Handle, p *Preemption) (*upstream.Evaluator, error) {
+func newPodEvaluator(ctx context.Context, h fwk.Handle, p *Preemption) (*upstream.Evaluator, *upstream.Executor, error) {
 	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 	fts.EnableAsyncPreemption = false
 	fts.EnableGenericWorkload = false
@@ -89,10 +90,10 @@ func newPodEvaluator(ctx context.Context, h fwk.Handle, p *Preemption) (*upstrea
 	args := &config.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100}
 	dp, err := defaultpreemption.New(ctx, args, h, fts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pe := &podEvaluator{DefaultPreemption: dp, p: p}
-	return upstream.NewEvaluator(Name, h, pe, dp.Executor), nil
+	return upstream.NewEvaluator(Name, h, pe, dp.Executor), dp.Executor, nil
 }
 
 // preemptPod runs pod-level preemption for pod.

@@ -6,31 +6,32 @@
 //
 // The search is pkg/placement.FindVictims; this package only gathers its
 // input from the snapshot and the group cache, and acts on the answer:
-// DisruptionTarget conditions, deletions, nominations, and a guard against
-// preempting again for a group whose earlier victims are still terminating.
+// nominations, eviction through upstream's Executor (evict.go), and a guard
+// against preempting again for a group whose earlier victims are still
+// terminating.
 package preemption
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	upstream "k8s.io/kubernetes/pkg/scheduler/framework/preemption"
-	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -68,6 +69,9 @@ type Preemption struct {
 	// podPreemption is upstream's evaluator with unit-aware victims, for
 	// plain pods and best-effort group members (pods.go).
 	podPreemption *upstream.Evaluator
+	// executor is the evaluator's Executor, which evicts every victim of
+	// both paths (evict.go).
+	executor *upstream.Executor
 
 	mu      sync.Mutex
 	pending map[groups.Key]*pendingEviction
@@ -97,7 +101,7 @@ func newPreemption(ctx context.Context, h fwk.Handle, rt *pluginrt.Runtime) (fwk
 		pending: map[groups.Key]*pendingEviction{},
 		prober:  planinput.NewProber(h),
 	}
-	if p.podPreemption, err = newPodEvaluator(ctx, h, p); err != nil {
+	if p.podPreemption, p.executor, err = newPodEvaluator(ctx, h, p); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	fed.SubscribeGone(p.forgetGroup)
@@ -203,8 +207,8 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	}
 	p.remember(root.Key, chosen, result.Plan.Assignments)
 	// The freed room is reserved for the group's pending members.
-	planinput.Nominate(logger, p.handle, tree, result.Plan.Assignments, false)
-	go p.evict(context.WithoutCancel(ctx), pod, root.Key, chosen)
+	own := planinput.Nominate(logger, p.handle, tree, result.Plan.Assignments, false)
+	go p.evict(context.WithoutCancel(ctx), &groupPreemptor{pod: pod, root: root.Key, prio: prio}, chosen, own)
 
 	node := result.Plan.Assignments[planinput.PodKey(pod)]
 	msg := fmt.Sprintf("preempting %d pods (%d units, highest priority %d) so the whole group fits", len(result.Victims), len(result.Units), result.MaxVictimPriority)
@@ -384,6 +388,7 @@ func (p *Preemption) constraints(ctx context.Context, h fwk.Handle, pr *probe.Pr
 // highest CompositePodGroup with disruptionMode all above it.
 func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[types.UID]bool) ([]placement.Victim, map[string]*corev1.Pod) {
 	var out []placement.Victim
+	var podInfos []fwk.PodInfo
 	byKey := map[string]*corev1.Pod{}
 	for _, ni := range infos {
 		for _, pi := range ni.GetPods() {
@@ -407,32 +412,63 @@ func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[ty
 				// hide.
 				continue
 			}
-			v.ViolatesPDB = p.violatesPDB(pod)
 			out = append(out, v)
+			podInfos = append(podInfos, pi)
 			byKey[v.Key] = pod
 		}
 	}
+	p.markPDBViolations(out, podInfos)
 	return out, byKey
 }
 
-// violatesPDB reports whether evicting pod alone would break a
-// PodDisruptionBudget that selects it. It is a tie-breaker in the victim
-// order, so the per-budget count of several victims is not modelled.
-func (p *Preemption) violatesPDB(pod *corev1.Pod) bool {
-	list, err := p.pdbs.PodDisruptionBudgets(pod.Namespace).List(labels.Everything())
-	if err != nil {
-		return false
+// pdbVictim is one candidate for upstream's PDB accounting, with its index
+// in the candidate list.
+type pdbVictim struct {
+	upstream.Victim
+	i int
+}
+
+// markPDBViolations sets ViolatesPDB on the candidates whose eviction would
+// break a PodDisruptionBudget, with upstream's accounting
+// (FilterVictimsWithPDBViolation, which the pod path's evaluator uses too):
+// the pods a budget selects use up its DisruptionsAllowed one by one, a pod
+// already in its DisruptedPods uses none of it, and each one beyond the
+// allowance violates it.
+//
+// The victim search's cost is a sum over the pods it evicts, not a count
+// per budget of the set it tries, so which pods use up an allowance is
+// settled here, before the search: the ones it evicts first (lowest
+// priority, then youngest, as its cost orders them). Of a budget allowing
+// N, the N cheapest pods then cost nothing, and evicting one more costs
+// one violation.
+func (p *Preemption) markPDBViolations(victims []placement.Victim, pods []fwk.PodInfo) {
+	if p.pdbs == nil {
+		return
 	}
-	for _, pdb := range list {
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+	pdbs, err := p.pdbs.List(labels.Everything())
+	if err != nil || len(pdbs) == 0 {
+		return
+	}
+	order := make([]int, len(victims))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		va, vb := &victims[a], &victims[b]
+		return cmp.Or(cmp.Compare(va.Priority, vb.Priority), -cmp.Compare(va.Created, vb.Created), cmp.Compare(va.Key, vb.Key))
+	})
+	list := make([]pdbVictim, 0, len(order))
+	for _, i := range order {
+		v, err := upstream.NewVictim(pods[i:i+1], victims[i].Priority, fwk.PodKeyType)
+		if err != nil {
 			continue
 		}
-		if pdb.Status.DisruptionsAllowed <= 0 {
-			return true
-		}
+		list = append(list, pdbVictim{Victim: v, i: i})
 	}
-	return false
+	violating, _ := upstream.FilterVictimsWithPDBViolation(list, pdbs)
+	for _, v := range violating {
+		victims[v.Victim.i].ViolatesPDB = true
+	}
 }
 
 func (p *Preemption) remember(root groups.Key, victims []*corev1.Pod, planned map[string]string) {
@@ -469,6 +505,11 @@ func (p *Preemption) nodeExists(name string) bool {
 func (p *Preemption) victimsLeft(root groups.Key, infos []fwk.NodeInfo) int {
 	p.mu.Lock()
 	pe := p.pending[root]
+	var victims map[types.UID]string
+	if pe != nil {
+		// evict drops the victims it rejects in Permit while this runs.
+		victims = maps.Clone(pe.victims)
+	}
 	p.mu.Unlock()
 	if pe == nil || time.Since(pe.at) > victimWait {
 		return 0
@@ -476,13 +517,13 @@ func (p *Preemption) victimsLeft(root groups.Key, infos []fwk.NodeInfo) int {
 	inSnapshot := map[types.UID]bool{}
 	for _, ni := range infos {
 		for _, pi := range ni.GetPods() {
-			if _, ok := pe.victims[pi.GetPod().UID]; ok {
+			if _, ok := victims[pi.GetPod().UID]; ok {
 				inSnapshot[pi.GetPod().UID] = true
 			}
 		}
 	}
 	left := 0
-	for uid, name := range pe.victims {
+	for uid, name := range victims {
 		ns, n := splitKey(name)
 		if pod, err := p.pods.Pods(ns).Get(n); (err == nil && pod.UID == uid) || inSnapshot[uid] {
 			left++
@@ -503,71 +544,4 @@ func splitKey(k string) (string, string) {
 		}
 	}
 	return "", k
-}
-
-// evict marks each victim with a DisruptionTarget condition, marks victim
-// groups, then deletes the victims. Victims are evicted in parallel (the
-// profile's parallelism, as upstream's preemption deletes its victims):
-// each costs two API requests, and one after another a gang that needs a
-// thousand victims would wait minutes for its room.
-func (p *Preemption) evict(ctx context.Context, preemptor *corev1.Pod, root groups.Key, victims []*corev1.Pod) {
-	logger := klog.FromContext(ctx)
-	client := p.handle.ClientSet()
-	msg := fmt.Sprintf("%s: preempted so that group %s can run", Name, root)
-	var mu sync.Mutex
-	marked := map[groups.Key]bool{}
-	p.handle.Parallelizer().Until(ctx, len(victims), func(i int) {
-		v := victims[i]
-		cond := &corev1.PodCondition{
-			Type:               corev1.DisruptionTarget,
-			Status:             corev1.ConditionTrue,
-			Reason:             corev1.PodReasonPreemptionByScheduler,
-			Message:            msg,
-			LastTransitionTime: metav1.Now(),
-		}
-		if err := markDisruptionTarget(ctx, client, v, cond); err != nil {
-			if apierrors.IsNotFound(err) {
-				return
-			}
-			// Deleting without the condition would let a Job count the
-			// eviction as a failure of its own; the group preempts again
-			// once victimWait has passed.
-			logger.Error(err, "Could not set DisruptionTarget on victim; not deleting it", "pod", klog.KObj(v))
-			return
-		}
-		if a, grouped, err := groups.Attach(v); grouped && err == nil {
-			mu.Lock()
-			first := !marked[a.Key]
-			marked[a.Key] = true
-			mu.Unlock()
-			if first {
-				p.status.Set(a.Key, groupstatus.Condition(v1alpha1.DisruptionTarget, metav1.ConditionTrue, v1alpha1.ReasonPreemptionByScheduler, msg))
-			}
-		}
-		p.handle.EventRecorder().Eventf(v, preemptor, corev1.EventTypeNormal, "Preempted", "Preempting", "Preempted by group %s", root)
-		if err := client.CoreV1().Pods(v.Namespace).Delete(ctx, v.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &v.UID}}); err != nil && !apierrors.IsNotFound(err) {
-			logger.Error(err, "Could not delete victim", "pod", klog.KObj(v))
-		}
-	}, Name)
-}
-
-// markDisruptionTarget adds cond to the victim's status with a strategic
-// merge patch. Conditions merge by type, so the scheduler's copy of the
-// victim may be stale (the pod was updated since the snapshot) without the
-// write failing: an UpdateStatus of that copy would conflict, and the victim
-// would be deleted without the condition.
-func markDisruptionTarget(ctx context.Context, client kubernetes.Interface, v *corev1.Pod, cond *corev1.PodCondition) error {
-	status := v.Status.DeepCopy()
-	setPodCondition(status, cond)
-	return schedutil.PatchPodStatus(ctx, client, v.Name, v.Namespace, &v.Status, status)
-}
-
-func setPodCondition(status *corev1.PodStatus, cond *corev1.PodCondition) {
-	for i := range status.Conditions {
-		if status.Conditions[i].Type == cond.Type {
-			status.Conditions[i] = *cond
-			return
-		}
-	}
-	status.Conditions = append(status.Conditions, *cond)
 }

@@ -6,10 +6,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	policylisters "k8s.io/client-go/listers/policy/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -59,6 +59,13 @@ func groupOf(name string, priority int32, all bool) *v1alpha1.PodGroup {
 // needs cpu millicores; nil when it evicts nothing.
 func evictedFor(t *testing.T, podGroups []*v1alpha1.PodGroup, pods []*corev1.Pod, cpu int64) []string {
 	t.Helper()
+	return evictedOn(t, podGroups, nil, pods, 4000, cpu)
+}
+
+// evictedOn is evictedFor on a node-a of nodeCPU millicores, with the
+// PodDisruptionBudgets pdbs.
+func evictedOn(t *testing.T, podGroups []*v1alpha1.PodGroup, pdbs []*policy.PodDisruptionBudget, pods []*corev1.Pod, nodeCPU, cpu int64) []string {
+	t.Helper()
 	fed := &groups.Fed{
 		Cache:           groups.NewCache(),
 		PriorityClasses: schedulinglisters.NewPriorityClassLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
@@ -69,15 +76,12 @@ func evictedFor(t *testing.T, podGroups []*v1alpha1.PodGroup, pods []*corev1.Pod
 	for _, pod := range pods {
 		fed.AddOrUpdatePod(pod)
 	}
-	p := &Preemption{
-		groups: fed,
-		pdbs:   policylisters.NewPodDisruptionBudgetLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})),
-	}
+	p := &Preemption{groups: fed, pdbs: pdbLister(t, pdbs...)}
 	ni := framework.NewNodeInfo(pods...)
 	ni.SetNode(&corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "node-a"},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110"),
+			corev1.ResourceCPU: *resource.NewMilliQuantity(nodeCPU, resource.DecimalSI), corev1.ResourcePods: resource.MustParse("110"),
 		}},
 	})
 	infos := []fwk.NodeInfo{ni}
