@@ -301,7 +301,7 @@ func TestEvictRejectsAVictimWaitingInPermit(t *testing.T) {
 	g := trainer()
 	inPermit := waiting.DeepCopy()
 	inPermit.Spec.NodeName = "node-a"
-	p.remember(g.root, []*corev1.Pod{inPermit, bound})
+	p.remember(g.root, []*corev1.Pod{inPermit, bound}, nil)
 	p.evict(context.Background(), g, []*corev1.Pod{inPermit, bound}, nil)
 
 	assert.True(t, w.preempted, "the waiting victim is rejected in Permit")
