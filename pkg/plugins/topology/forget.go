@@ -14,10 +14,9 @@ func (t *Topology) forgetGroup(k groups.Key) {
 	t.prober.Forget(k.String() + "#")
 }
 
-// trackedPlans counts the stored per-group entries: plans, refusals and
-// the planned nodes of nominated members.
+// trackedPlans counts the stored per-group entries: plans and refusals.
 func (t *Topology) trackedPlans() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.plans) + len(t.rejected) + len(t.planned)
+	return len(t.plans) + len(t.rejected)
 }

@@ -40,7 +40,7 @@ func TestPlansFollowGroupLifecycle(t *testing.T) {
 	const n = 10000
 	fed := groups.NewFed()
 	h := &nominations{}
-	tp := &Topology{handle: h, groups: fed, plans: map[groups.Key]*plan{}, planned: map[types.UID]string{}, prober: probe.New(h)}
+	tp := &Topology{handle: h, groups: fed, plans: map[groups.Key]*plan{}, prober: probe.New(h)}
 	fed.Subscribe(tp.groupChanged)
 	fed.SubscribeGone(tp.forgetGroup)
 
@@ -57,9 +57,6 @@ func TestPlansFollowGroupLifecycle(t *testing.T) {
 		}
 		tp.mu.Lock()
 		tp.plans[root] = p
-		for _, pod := range pods {
-			tp.planned[pod.UID] = "node"
-		}
 		tp.mu.Unlock()
 	}
 	for i := 0; i < n; i++ {
@@ -76,18 +73,17 @@ func TestPlansFollowGroupLifecycle(t *testing.T) {
 	trainer := member("trainer", 0, map[string]string{v1alpha1.PodGroupLabel: "trainer"})
 	fed.OnPod(trainer)
 	planned(groups.Key{Kind: groups.PodGroupKind, Namespace: "ns", Name: "trainer"}, trainer)
-	// A plan per gang, and the planned node of each nominated member.
-	require.Equal(t, (n+1)+(2*n+1), tp.trackedPlans())
+	require.Equal(t, n+1, tp.trackedPlans())
 
 	// One member of each label gang leaves: the gangs still exist.
 	for i := 0; i < n; i++ {
 		fed.OnPodDeleted(member(fmt.Sprintf("g%05d", i), 0, nil))
 	}
-	assert.Equal(t, (n+1)+(2*n+1), tp.trackedPlans(), "a gang with a member left keeps its plan")
+	assert.Equal(t, n+1, tp.trackedPlans(), "a gang with a member left keeps its plan")
 	for i := 0; i < n; i++ {
 		fed.OnPodDeleted(member(fmt.Sprintf("g%05d", i), 1, nil))
 	}
-	assert.Equal(t, 1+1, tp.trackedPlans(), "the label gangs' plans are gone with their last members")
+	assert.Equal(t, 1, tp.trackedPlans(), "the label gangs' plans are gone with their last members")
 	fed.OnGroupDeleted(pg, groups.PodGroupKind)
 	assert.Zero(t, tp.trackedPlans(), "the PodGroup's plan is gone with the object")
 	assert.Equal(t, 2*n+1, h.removed, "every nomination of a forgotten plan is withdrawn")

@@ -112,38 +112,3 @@ func TestPlanCorrectsStaleStatusNominations(t *testing.T) {
 	}
 	assert.Equal(t, 2, planned, "the plan places two members")
 }
-
-// TestPreEnqueueRestoresPlanNomination: the queue drops a planned member's
-// nomination when it files the pod (a member the group cache saw before the
-// queue did, or one whose scheduling gate was just removed); PreEnqueue puts
-// the planned node back and never holds the pod.
-func TestPreEnqueueRestoresPlanNomination(t *testing.T) {
-	tp, h, members := nominationFixture(t)
-	for _, m := range members {
-		m.Status.NominatedNodeName = "" // no stale nominations here
-	}
-	_, st := tp.PreFilter(context.Background(), framework.NewCycleState(), members[0], nil)
-	require.True(t, st.IsSuccess() || st.Code() == fwk.Unschedulable, "%v", st)
-
-	restored := 0
-	for _, m := range members {
-		node, planned := h.nominationOf(m.Name)
-		h.DeleteNominatedPodIfExists(m) // the queue files the pod
-		require.True(t, tp.PreEnqueue(context.Background(), m).IsSuccess())
-		got, ok := h.nominationOf(m.Name)
-		assert.Equal(t, planned, ok, "%s is nominated again only if planned", m.Name)
-		assert.Equal(t, node, got)
-		if ok {
-			restored++
-		}
-	}
-	assert.Equal(t, 2, restored)
-
-	// Once the plan is dropped (a member failed), nothing is restored.
-	tp.drop(groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"})
-	for _, m := range members {
-		require.True(t, tp.PreEnqueue(context.Background(), m).IsSuccess())
-		_, ok := h.nominationOf(m.Name)
-		assert.False(t, ok, "%s is not nominated after its plan is gone", m.Name)
-	}
-}

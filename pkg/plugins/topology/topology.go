@@ -23,12 +23,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
@@ -142,11 +140,6 @@ type Topology struct {
 
 	mu    sync.Mutex
 	plans map[groups.Key]*plan
-	// planned is the node each nominated member's current plan gives it,
-	// by pod UID, for PreEnqueue: the queue drops a nomination when it
-	// files a pod it has not seen yet, and a member the group cache saw
-	// first may already be planned.
-	planned map[types.UID]string
 	nodes planinput.SnapshotNodes
 	// rejected remembers, per hierarchy root, the planned nodes the
 	// profile's Filter refused members on, so no plan repeats them.
@@ -182,7 +175,6 @@ type rejection struct {
 const rejectionTTL = 2 * time.Minute
 
 var (
-	_ fwk.PreEnqueuePlugin  = &Topology{}
 	_ fwk.PreFilterPlugin   = &Topology{}
 	_ fwk.FilterPlugin      = &Topology{}
 	_ fwk.PostFilterPlugin  = &Topology{}
@@ -210,7 +202,6 @@ func newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *plug
 	t := &Topology{
 		handle: h, groups: fed, status: w, args: args, opts: opts,
 		plans:          map[groups.Key]*plan{},
-		planned:        map[types.UID]string{},
 		rejected:       map[groups.Key]map[string]map[string]rejection{},
 		prober:         planinput.NewProber(h),
 		antiTerms:      &planinput.TermMemo{},
@@ -398,12 +389,6 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	t.mu.Lock()
 	old := t.plans[root]
 	t.plans[root] = p
-	if t.planned == nil && len(p.nominated) > 0 {
-		t.planned = map[types.UID]string{} // plugins built by hand in tests
-	}
-	for _, pod := range p.nominated {
-		t.planned[pod.UID] = p.assignments[planinput.PodKey(pod)]
-	}
 	t.mu.Unlock()
 	if old != nil {
 		t.unnominate(old, p)
@@ -420,31 +405,8 @@ func (t *Topology) unnominate(old, replacement *plan) {
 				continue
 			}
 		}
-		t.mu.Lock()
-		delete(t.planned, pod.UID)
-		t.mu.Unlock()
 		t.handle.DeleteNominatedPodIfExists(pod)
 	}
-}
-
-// PreEnqueue restores the plan's nomination of a member the queue files
-// after its group was planned: filing a pod it has not seen replaces the
-// pod's nomination with its status's (none), and the member's planned node
-// would then be free for any other pod until the member's own cycle. It
-// never holds a pod back.
-func (t *Topology) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
-	t.mu.Lock()
-	node, ok := t.planned[pod.UID]
-	t.mu.Unlock()
-	if !ok || pod.Spec.NodeName != "" {
-		return nil
-	}
-	pi, err := framework.NewPodInfo(pod)
-	if err != nil {
-		return nil
-	}
-	t.handle.AddNominatedPod(klog.FromContext(ctx), pi, &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride})
-	return nil
 }
 
 // correctStatusNominations makes the API's nominatedNodeName of members an
