@@ -162,7 +162,16 @@ func TestRandomizedInvariants(t *testing.T) {
 
 // randomRegressionSeeds once found an invariant violation; make test
 // replays them with the fixed seeds.
-var randomRegressionSeeds = []int64{}
+var randomRegressionSeeds = []int64{
+	// A gang's preemption victim was replaced by its Job's next pod of
+	// lower priority, which took the room while the gang's members, their
+	// nominations lost at a failed attempt, waited.
+	50080,
+	// A member left out of its gang's plan kept the nominatedNodeName an
+	// earlier preemption wrote, and its sibling's planned node refused the
+	// sibling for cpu at every attempt.
+	50028,
+}
 
 // rGroup is a PodGroup (standalone or a composite's child) or a label gang
 // the runner created.
