@@ -248,6 +248,9 @@ type randomRunner struct {
 	found    int
 	evicted  int
 	reported map[string]bool
+	// deletedGroups are the groups and composites the runner deleted: a
+	// pod evicted for one of them has no preemptor left to be bound.
+	deletedGroups map[string]bool
 }
 
 func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int) {
@@ -256,7 +259,7 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int
 		t: t, c: c, ctx: context.Background(), rng: rand.New(rand.NewSource(seed)),
 		ns: namespace(t, c), prefix: fmt.Sprintf("s%d", seed),
 		racks: map[int]int{}, nodes: map[string]bool{}, groups: map[string]*rGroup{},
-		comps: map[string]*rComposite{}, pods: map[string]*rPod{}, prevBound: map[string]string{}, reported: map[string]bool{},
+		comps: map[string]*rComposite{}, pods: map[string]*rPod{}, prevBound: map[string]string{}, reported: map[string]bool{}, deletedGroups: map[string]bool{},
 		jobs: map[string]*rJob{}, cordoned: map[string]bool{}, gone: map[string]bool{},
 	}
 	t.Cleanup(r.cleanup)
@@ -637,6 +640,10 @@ func (r *randomRunner) deleteGroup() {
 		require.NoError(r.t, r.c.Phalanx.SchedulingV1alpha1().CompositePodGroups(r.ns).Delete(r.ctx, root, metav1.DeleteOptions{}))
 		delete(r.comps, root)
 	}
+	r.deletedGroups[root] = true
+	for _, g := range members {
+		r.deletedGroups[g] = true
+	}
 	r.logf("delete group %s with its pods", root)
 }
 
@@ -939,7 +946,11 @@ func (r *randomRunner) check() {
 		if notes[v.name] == "" {
 			r.violation("pod %s disappeared, but the runner did not delete it and no Preempted event says why", v.name)
 		}
-		higher := false
+		// A group the runner deleted may have preempted before it could
+		// bind (a label gang whose members disagreed is valid again once
+		// the runner's deletions leave only agreeing ones).
+		by := preemptingGroup(notes[v.name])
+		higher := by != "" && r.deletedGroups[by]
 		for _, p := range s.pods {
 			if p.Spec.NodeName != "" && p.Spec.Priority != nil && *p.Spec.Priority > randomClasses[v.class] {
 				higher = true
@@ -1055,6 +1066,22 @@ func (r *randomRunner) check() {
 			r.prevBound[name] = p.Spec.NodeName
 		}
 	}
+}
+
+// preemptingGroup is the name of the group a Preempted event's note says
+// preempted ("Preempted by group <kind> <namespace>/<name> ..."), "" for a
+// pod-level preemption.
+func preemptingGroup(note string) string {
+	rest, ok := strings.CutPrefix(note, "Preempted by group ")
+	if !ok {
+		return ""
+	}
+	for _, f := range strings.Fields(rest) {
+		if _, name, ok := strings.Cut(f, "/"); ok {
+			return name
+		}
+	}
+	return ""
 }
 
 // preemptionNotes waits (events are written asynchronously) up to 10s for
