@@ -1,12 +1,15 @@
 package planinput
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/placement"
 )
 
 // Nominator is the part of the framework's handle that nominates pods.
@@ -87,4 +90,68 @@ func StaleStatusNominations(tree *groups.Tree, assignments map[string]string) []
 	}
 	walk(tree)
 	return out
+}
+
+// KeepStatusNominations hands every pending member of tree that holds a
+// status.nominatedNodeName the node it names, when pl gives that node to an
+// interchangeable sibling instead: one of the same leaf and shape of input
+// (BuildInput's, for tree), not nominated there itself. The two swap places,
+// so the plan stays as valid as it was. The planner does not know about
+// nominations and orders interchangeable members by key, but the
+// framework's Filter counts a member's nomination against every pod of equal
+// priority put on its node, itself excepted: with a host port or one member
+// per node, the sibling would be refused on a node that is free for the
+// gang. The members that keep their node are those a preemption named.
+func KeepStatusNominations(input *placement.Group, tree *groups.Tree, pl *placement.Plan) {
+	nominated := map[string]string{}
+	var walk func(*groups.Tree)
+	walk = func(tr *groups.Tree) {
+		for _, m := range tr.Members {
+			if m.State == groups.Pending && m.Pod.Status.NominatedNodeName != "" {
+				nominated[PodKey(m.Pod)] = m.Pod.Status.NominatedNodeName
+			}
+		}
+		for _, ch := range tr.Children {
+			walk(ch)
+		}
+	}
+	walk(tree)
+	if len(nominated) == 0 || pl == nil {
+		return
+	}
+	unplacedChanged := false
+	var visit func(g *placement.Group)
+	visit = func(g *placement.Group) {
+		for _, ch := range g.Children {
+			visit(ch)
+		}
+		for _, p := range g.Pending {
+			want, ok := nominated[p.Key]
+			if !ok || pl.Assignments[p.Key] == want {
+				continue
+			}
+			for _, q := range g.Pending {
+				if q.Key == p.Key || q.Shape != p.Shape || pl.Assignments[q.Key] != want || nominated[q.Key] == want {
+					continue
+				}
+				if had, placed := pl.Assignments[p.Key]; placed {
+					pl.Assignments[q.Key] = had
+				} else {
+					delete(pl.Assignments, q.Key)
+					for i, u := range pl.Unplaced {
+						if u == p.Key {
+							pl.Unplaced[i] = q.Key
+							unplacedChanged = true
+						}
+					}
+				}
+				pl.Assignments[p.Key] = want
+				break
+			}
+		}
+	}
+	visit(input)
+	if unplacedChanged {
+		slices.Sort(pl.Unplaced)
+	}
 }

@@ -59,8 +59,14 @@ func (h *nominatingHandle) nominationOf(name string) (string, bool) {
 // the API: g-0 to a node that is gone since, g-1 and g-2 to n. A plan
 // places two of them on n and leaves one out.
 func nominationFixture(t *testing.T) (*Topology, *nominatingHandle, []*corev1.Pod) {
+	return nominationFixtureWith(t, "2", "2", []string{"gone", "n", "n"})
+}
+
+// nominationFixtureWith is nominationFixture with node n's cpu, the gang's
+// minimum and the members' nominations in the API given.
+func nominationFixtureWith(t *testing.T, cpu, minAvailable string, nominations []string) (*Topology, *nominatingHandle, []*corev1.Pod) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110"),
+		corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110"),
 	}}}
 	client := fake.NewSimpleClientset()
 	h := &nominatingHandle{
@@ -72,11 +78,11 @@ func nominationFixture(t *testing.T) (*Topology, *nominatingHandle, []*corev1.Po
 		plans: map[groups.Key]*plan{}, rejected: map[groups.Key]map[string]map[string]rejection{},
 		prober: probe.New(h), unknownFilters: func() []string { return nil }, runCtx: context.Background()}
 	var members []*corev1.Pod
-	for i, nominated := range []string{"gone", "n", "n"} {
+	for i, nominated := range nominations {
 		p := testPod(fmt.Sprintf("g-%d", i), "1", "")
 		p.Namespace = "ns"
 		p.UID = types.UID(p.Name)
-		p.Labels = map[string]string{v1alpha1.LightweightNameLabel: "g", v1alpha1.LightweightMinAvailableLabel: "2"}
+		p.Labels = map[string]string{v1alpha1.LightweightNameLabel: "g", v1alpha1.LightweightMinAvailableLabel: minAvailable}
 		p.Status.NominatedNodeName = nominated
 		_, err := client.CoreV1().Pods("ns").Create(context.Background(), p, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -111,4 +117,86 @@ func TestPlanCorrectsStaleStatusNominations(t *testing.T) {
 		}, 5*time.Second, 20*time.Millisecond)
 	}
 	assert.Equal(t, 2, planned, "the plan places two members")
+}
+
+// TestPlanPlacesTheNominatedMemberOnItsNode: members of one shape are
+// interchangeable to the planner, which would give the node to whichever
+// sorts first. A member that holds a nomination in the API (its group
+// preempted for it there) must get that node: the framework's Filter counts
+// the nomination against any sibling put there instead, and a host port or
+// one-per-node anti-affinity then refuses the sibling on a node that is
+// free for the gang.
+func TestPlanPlacesTheNominatedMemberOnItsNode(t *testing.T) {
+	tp, h, members := nominationFixtureWith(t, "1", "1", []string{"", "", "n"})
+	_, st := tp.PreFilter(context.Background(), framework.NewCycleState(), members[0], nil)
+	require.True(t, st.IsSuccess() || st.Code() == fwk.Unschedulable, "%v", st)
+	for _, m := range members[:2] {
+		_, ok := h.nominationOf(m.Name)
+		assert.False(t, ok, "%s must not take the node its sibling was nominated to", m.Name)
+	}
+	got, ok := h.nominationOf("g-2")
+	assert.True(t, ok, "g-2 keeps its node")
+	assert.Equal(t, "n", got)
+}
+
+// framework nominations, as the queue holds them, for the Filter's view.
+type queueNominations struct {
+	*nominatingHandle
+	pods map[string]*corev1.Pod
+}
+
+func (h queueNominations) NominatedPodsForNode(node string) []fwk.PodInfo {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []fwk.PodInfo
+	for name, n := range h.nominated {
+		if n == node {
+			pi, _ := framework.NewPodInfo(h.pods[name])
+			out = append(out, pi)
+		}
+	}
+	return out
+}
+
+// TestRefusalCountsSiblingsTheQueueNominatedThere: the framework's Filter
+// judged a refused member with every sibling the queue has nominated to the
+// node, including one a preemption nominated that the plan left out. The
+// remembered cap must count that sibling, or the next plan treats the node
+// as unable to hold even one member of the shape.
+func TestRefusalCountsSiblingsTheQueueNominatedThere(t *testing.T) {
+	tp, h, members := nominationFixtureWith(t, "1", "1", []string{"", "", ""})
+	pods := map[string]*corev1.Pod{}
+	for _, m := range members {
+		pods[m.Name] = m
+	}
+	qh := queueNominations{nominatingHandle: h, pods: pods}
+	tp.handle = qh
+	state := framework.NewCycleState()
+	_, st := tp.PreFilter(context.Background(), state, members[0], nil)
+	require.True(t, st.IsSuccess(), "%v", st)
+	root, ok := tp.rootOf(state, members[0])
+	require.True(t, ok)
+	tp.mu.Lock()
+	p := tp.plans[root]
+	tp.mu.Unlock()
+	require.NotNil(t, p)
+	node := p.assignments[string(members[0].UID)]
+	require.Equal(t, "n", node)
+	require.Len(t, p.assignments, 1, "n has room for one member")
+	// A sibling the plan left out is still nominated to n.
+	h.mu.Lock()
+	h.nominated["g-2"] = "n"
+	h.mu.Unlock()
+	statuses := framework.NewDefaultNodeToStatus()
+	statuses.Set("n", fwk.NewStatus(fwk.Unschedulable, "node(s) didn't have free ports for the requested pod ports").WithPlugin("NodePorts"))
+	tp.PostFilter(context.Background(), state, members[0], statuses)
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	var caps []int
+	for _, byNode := range tp.rejected[root] {
+		if r, ok := byNode["n"]; ok {
+			caps = append(caps, r.Cap)
+		}
+	}
+	assert.Equal(t, []int{1}, caps, "the node held g-2 when it refused g-0")
 }

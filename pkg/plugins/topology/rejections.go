@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
@@ -82,14 +83,19 @@ func (t *Topology) recordRejection(ctx context.Context, root groups.Key, pod *co
 	key, base := planinput.ShapeKeys(tree, pod, t.constraints(ctx, root, infos))
 	held := 0
 	// The Filter judged the pod with its siblings already on the node and
-	// those nominated there by the plan (the framework adds nominated pods
-	// of equal priority), so the node holds at most that many of the shape.
+	// those nominated there (the framework adds nominated pods of equal
+	// priority): by the plan, or still by a preemption the plan has not
+	// overridden yet. So the node holds at most that many of the shape.
+	nominatedHere := map[types.UID]bool{}
+	for _, pi := range t.handle.NominatedPodsForNode(node) {
+		nominatedHere[pi.GetPod().UID] = true
+	}
 	for _, m := range members {
 		if m.Pod.UID == pod.UID || planinput.ShapeKey(m.Pod) != base {
 			continue
 		}
 		onNode := (m.State == groups.Assumed || m.State == groups.Bound) && m.Node == node
-		nominated := m.State == groups.Pending && planned[planinput.PodKey(m.Pod)] == node
+		nominated := m.State == groups.Pending && (planned[planinput.PodKey(m.Pod)] == node || nominatedHere[m.Pod.UID])
 		if onNode || nominated {
 			held++
 		}

@@ -377,6 +377,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	case err != nil:
 		return nil, fwk.AsStatus(fmt.Errorf("plan group %s: %w", root, err))
 	default:
+		planinput.KeepStatusNominations(input, tree, result)
 		p.assignments = result.Assignments
 		p.domains = result.Domains
 		p.nominated = planinput.Nominate(logger, t.handle, tree, result.Assignments, true)
