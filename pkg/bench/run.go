@@ -31,16 +31,13 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 	live := res.Arrival == report.ArrivalLive
 
 	setup := time.Now()
-	sc, err := h.startSandbox(ctx, c, tag)
+	cl, err := h.startBenchCluster(ctx, c, tag)
 	if err != nil {
 		return err
 	}
-	defer sc.Stop()
-	cl := &benchCluster{Cluster: sc}
-	const ns = "bench"
-	if _, err := cl.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create namespace: %w", err)
-	}
+	defer cl.Stop()
+	sc := cl.Cluster
+	const ns = benchNamespace
 	if arm == ArmSchedulerPlugins {
 		if cl.schedulerPlugins, err = installSchedulerPluginsCRD(ctx, sc); err != nil {
 			return err
@@ -265,6 +262,23 @@ func (h *Harness) fill(ctx context.Context, cl *benchCluster, ns string, c Case,
 // example a loopback port taken between being chosen and bound) is tried
 // again. Nothing has been measured yet, so a retry changes no result.
 const sandboxStartTries = 3
+
+// benchNamespace holds every object a run creates.
+const benchNamespace = "bench"
+
+// startBenchCluster starts the case's sandbox with benchNamespace created
+// in it. The caller stops the cluster.
+func (h *Harness) startBenchCluster(ctx context.Context, c Case, tag string) (*benchCluster, error) {
+	sc, err := h.startSandbox(ctx, c, tag)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := sc.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}, metav1.CreateOptions{}); err != nil {
+		sc.Stop()
+		return nil, fmt.Errorf("create namespace: %w", err)
+	}
+	return &benchCluster{Cluster: sc}, nil
+}
 
 func (h *Harness) startSandbox(ctx context.Context, c Case, tag string) (*sandbox.Cluster, error) {
 	topo := c.topology()

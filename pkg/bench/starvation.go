@@ -153,16 +153,13 @@ func (h *Harness) runStarvation(ctx context.Context, c Case, arm Arm, res *repor
 	s := c.Starvation
 	runtime.GC()
 	setup := time.Now()
-	sc, err := h.startSandbox(ctx, c, tag)
+	cl, err := h.startBenchCluster(ctx, c, tag)
 	if err != nil {
 		return err
 	}
-	defer sc.Stop()
-	cl := &benchCluster{Cluster: sc}
-	const ns = "bench"
-	if _, err := cl.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create namespace: %w", err)
-	}
+	defer cl.Stop()
+	sc := cl.Cluster
+	const ns = benchNamespace
 	if err := warmWatchCaches(ctx, sc, ns); err != nil {
 		return err
 	}
