@@ -229,10 +229,6 @@ func (in *Inspector) Fit(ctx context.Context, req *debugapi.FitRequest) (*debuga
 		out.Verdict = debugapi.VerdictFitsWithPreemption
 		out.Message = fmt.Sprintf("its minimum fits now (%s); the members beyond it then preempt %d pods: %s",
 			fitsMessage(a.Placement, len(h.pods)), len(a.Preemption.Victims), fitsMessage(a.Preemption.Placement, len(h.pods)))
-	case a.Fits && a.Preemption != nil && a.Preemption.Possible:
-		out.Verdict = debugapi.VerdictFitsWithPreemption
-		out.Message = fmt.Sprintf("its minimum fits now (%s); the members beyond it then preempt %d pods: %s",
-			fitsMessage(a.Placement, len(h.pods)), len(a.Preemption.Victims), fitsMessage(a.Preemption.Placement, len(h.pods)))
 	case a.Fits:
 		out.Verdict, out.Message = debugapi.VerdictFits, fitsMessage(a.Placement, len(h.pods))
 	case a.Preemption != nil && a.Preemption.Possible:
