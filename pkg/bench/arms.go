@@ -289,15 +289,8 @@ func (a *binderArm) measure(_ context.Context, res *report.Result, _ int) {
 func (a *binderArm) stop(*report.Result) { a.b.stop() }
 
 // PhalanxProcessGates are the feature gates of the phalanx-proc arm's
-// scheduler: upstream's workload scheduling off, as the sandbox's
-// in-process scheduler has it.
-func PhalanxProcessGates() map[string]bool {
-	off := make(map[string]bool, len(sandbox.UpstreamWorkloadGates))
-	for gate := range sandbox.UpstreamWorkloadGates {
-		off[gate] = false
-	}
-	return off
-}
+// scheduler: those of the sandbox's in-process scheduler.
+func PhalanxProcessGates() map[string]bool { return sandbox.SchedulerWorkloadGatesOff() }
 
 // childFlags are the flags binary takes beyond kube-scheduler's:
 // phalanx-scheduler's diagnostics port is turned off, so that child

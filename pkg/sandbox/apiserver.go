@@ -43,11 +43,23 @@ var UpstreamWorkloadGates = map[string]bool{
 // creates a Workload and PodGroup per Job (Options.JobWorkloads).
 const jobWorkloadsGate = "WorkloadWithJob"
 
-func workloadGatesOff() map[string]bool {
-	off := map[string]bool{jobWorkloadsGate: false}
+// SchedulerWorkloadGatesOff are the feature gates a Phalanx scheduler runs
+// with: upstream's workload scheduling off, since phalanx-scheduler refuses
+// to start beside GenericWorkload. The sandbox's in-process scheduler and
+// the bench's phalanx-proc child both take them from here.
+func SchedulerWorkloadGatesOff() map[string]bool {
+	off := make(map[string]bool, len(UpstreamWorkloadGates))
 	for gate := range UpstreamWorkloadGates {
 		off[gate] = false
 	}
+	return off
+}
+
+// workloadGatesOff is SchedulerWorkloadGatesOff for the whole sandbox: the
+// Job controller creates no Workloads either.
+func workloadGatesOff() map[string]bool {
+	off := SchedulerWorkloadGatesOff()
+	off[jobWorkloadsGate] = false
 	return off
 }
 
