@@ -290,18 +290,18 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	if v.Err != nil {
-		return nil, refuse(state, pluginrt.GroupInvalid, v.Err.Error())
+		return nil, pl.refuseInvalid(state, pod, v.Err.Error())
 	}
 	ch := v.Chain
 	if msg := pl.validate(pod, v); msg != "" {
 		for _, g := range ch {
 			pl.shared.status.Set(g.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonInvalid, msg))
 		}
-		return nil, refuse(state, pluginrt.GroupInvalid, msg)
+		return nil, pl.refuseInvalid(state, pod, msg)
 	}
 	ok, short, err := pl.groups.ViewQuorum(v, groups.ByExisting)
 	if err != nil {
-		return nil, refuse(state, pluginrt.GroupInvalid, err.Error())
+		return nil, pl.refuseInvalid(state, pod, err.Error())
 	}
 	if !ok {
 		return nil, refuse(state, pluginrt.GroupIncomplete, waitingMessage(short))
@@ -901,6 +901,18 @@ func (pl *Gang) activatePods(pending []*corev1.Pod) {
 
 // podEvent records an event on a pod the framework does not report on
 // (gated pods), once per distinct message.
+// refuseInvalid refuses a member of an invalid group, with a GroupInvalid
+// event on the member besides the framework's FailedScheduling. The event
+// recorder folds every FailedScheduling of a pod into the series of the
+// first, whatever its note, so a member that failed for another reason
+// before would never show this one; and for a label gang, which has no
+// object with a condition, the member's events are the only place a user
+// reads it.
+func (pl *Gang) refuseInvalid(state fwk.CycleState, pod *corev1.Pod, msg string) *fwk.Status {
+	pl.podEvent(pod, "GroupInvalid", msg)
+	return refuse(state, pluginrt.GroupInvalid, msg)
+}
+
 func (pl *Gang) podEvent(pod *corev1.Pod, reason, msg string) {
 	if pl.shared.events.first(pod.UID, msg) {
 		pl.handle.EventRecorder().Eventf(pod, nil, corev1.EventTypeWarning, reason, "Scheduling", msg)

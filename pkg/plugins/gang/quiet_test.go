@@ -112,3 +112,33 @@ func TestScheduledEventsOfGangMembers(t *testing.T) {
 		assert.Equal(t, want, rec.sent, "memberScheduledEvents=%v", optIn)
 	}
 }
+
+// eventsHandle is countingHandle with a recorder that keeps the events.
+type eventsHandle struct {
+	*countingHandle
+	rec *recorded
+}
+
+func (h *eventsHandle) EventRecorder() events.EventRecorderLogger { return h.rec }
+
+// TestInvalidGroupGetsItsOwnEventOnTheMember: the recorder folds every
+// FailedScheduling event of a pod into the series of its first, note and
+// all, so a label gang member that failed for lack of room before its
+// siblings came to disagree would never show why it is now refused. The
+// refusal goes out under its own reason, once per member and reason.
+func TestInvalidGroupGetsItsOwnEventOnTheMember(t *testing.T) {
+	pl, h, fed := newHotPathGang(t)
+	rec := &recorded{sent: map[string][]string{}}
+	pl.handle = &eventsHandle{countingHandle: h, rec: rec}
+	a, b := gangMember("d", 0, 2), gangMember("d", 1, 1)
+	fed.OnPod(a)
+	fed.OnPod(b)
+	for range 2 {
+		_, st := pl.PreFilter(context.Background(), framework.NewCycleState(), a, nil)
+		require.False(t, st.IsSuccess())
+		assert.Contains(t, st.Message(), MsgMinAvailableMismatch)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	assert.Equal(t, []string{"GroupInvalid"}, rec.sent["d-0"], "one event for the same refusal")
+}
