@@ -251,6 +251,9 @@ type randomRunner struct {
 	// deletedGroups are the groups and composites the runner deleted: a
 	// pod evicted for one of them has no preemptor left to be bound.
 	deletedGroups map[string]bool
+	// deletedUIDs are the pods the runner deleted: a pod-level preemptor
+	// among them ("Preempted by pod <uid>") may have evicted before.
+	deletedUIDs map[string]bool
 }
 
 func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int) {
@@ -259,7 +262,7 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int
 		t: t, c: c, ctx: context.Background(), rng: rand.New(rand.NewSource(seed)),
 		ns: namespace(t, c), prefix: fmt.Sprintf("s%d", seed),
 		racks: map[int]int{}, nodes: map[string]bool{}, groups: map[string]*rGroup{},
-		comps: map[string]*rComposite{}, pods: map[string]*rPod{}, prevBound: map[string]string{}, reported: map[string]bool{}, deletedGroups: map[string]bool{},
+		comps: map[string]*rComposite{}, pods: map[string]*rPod{}, prevBound: map[string]string{}, reported: map[string]bool{}, deletedGroups: map[string]bool{}, deletedUIDs: map[string]bool{},
 		jobs: map[string]*rJob{}, cordoned: map[string]bool{}, gone: map[string]bool{},
 	}
 	t.Cleanup(r.cleanup)
@@ -582,6 +585,9 @@ func (r *randomRunner) disturb(group, why string) {
 }
 
 func (r *randomRunner) deletePod(name string) {
+	if p, err := r.c.Client.CoreV1().Pods(r.ns).Get(r.ctx, name, metav1.GetOptions{}); err == nil {
+		r.deletedUIDs[string(p.UID)] = true
+	}
 	require.NoError(r.t, r.c.Client.CoreV1().Pods(r.ns).Delete(r.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 	delete(r.pods, name)
 }
@@ -948,9 +954,10 @@ func (r *randomRunner) check() {
 		}
 		// A group the runner deleted may have preempted before it could
 		// bind (a label gang whose members disagreed is valid again once
-		// the runner's deletions leave only agreeing ones).
+		// the runner's deletions leave only agreeing ones), and a pod the
+		// runner deleted may have preempted and bound before.
 		by := preemptingGroup(notes[v.name])
-		higher := by != "" && r.deletedGroups[by]
+		higher := by != "" && r.deletedGroups[by] || r.deletedUIDs[preemptingPod(notes[v.name])]
 		for _, p := range s.pods {
 			if p.Spec.NodeName != "" && p.Spec.Priority != nil && *p.Spec.Priority > randomClasses[v.class] {
 				higher = true
@@ -1082,6 +1089,17 @@ func preemptingGroup(note string) string {
 		}
 	}
 	return ""
+}
+
+// preemptingPod is the UID of the pod a pod-level Preempted event's note
+// says preempted ("Preempted by pod <uid> on node <node>"), "" otherwise.
+func preemptingPod(note string) string {
+	rest, ok := strings.CutPrefix(note, "Preempted by pod ")
+	if !ok {
+		return ""
+	}
+	uid, _, _ := strings.Cut(rest, " ")
+	return uid
 }
 
 // preemptionNotes waits (events are written asynchronously) up to 10s for
