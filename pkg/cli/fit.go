@@ -49,9 +49,11 @@ reads), Phalanx Workloads (their groups are made from the templates, as
 phalanx-controller does), Pods, and Jobs, Deployments, StatefulSets and
 ReplicaSets, whose templates stand for their pods (parallelism or replicas
 of them; a gang Job also gets the PodGroup phalanx-controller would give
-it). They are first sent to the API server as a dry run, so admission
+it), and PriorityClasses, which the groups and pods may name before they
+exist. They are first sent to the API server as a dry run, so admission
 applies its defaults (priority from priorityClassName, tolerations, limit
-ranges) and nothing is created.`,
+ranges) and nothing is created. A PriorityClass the cluster already has is
+taken as the cluster has it.`,
 		Example: `  kubectl phalanx fit -f manifests/samples/gang-podgroup.yaml
   kubectl phalanx fit -f job.yaml -n team-a -o yaml`,
 		Args: cobra.NoArgs,
@@ -136,7 +138,10 @@ func (o *Options) fitRequest(ctx context.Context, f *fitOptions) (*debugapi.FitR
 	return req, warnings, nil
 }
 
-var podGVK = corev1.SchemeGroupVersion.WithKind("Pod")
+var (
+	podGVK          = corev1.SchemeGroupVersion.WithKind("Pod")
+	priorityClassGK = schema.GroupKind{Group: "scheduling.k8s.io", Kind: "PriorityClass"}
+)
 
 // expand turns an object of the manifests into what the cluster would
 // hold once controllers acted on it: the groups of a Workload, the pods of
@@ -145,7 +150,8 @@ func expand(ctx context.Context, u *unstructured.Unstructured) ([]*unstructured.
 	gvk := u.GroupVersionKind()
 	switch gvk.GroupKind().String() {
 	case "PodGroup.scheduling.phalanx.dev", "CompositePodGroup.scheduling.phalanx.dev",
-		"PodGroup.scheduling.k8s.io", "CompositePodGroup.scheduling.k8s.io", "PodGroup.scheduling.x-k8s.io", "Pod":
+		"PodGroup.scheduling.k8s.io", "CompositePodGroup.scheduling.k8s.io", "PodGroup.scheduling.x-k8s.io", "Pod",
+		"PriorityClass.scheduling.k8s.io":
 		return []*unstructured.Unstructured{u}, nil
 	case "Workload.scheduling.phalanx.dev":
 		w := &v1alpha1.Workload{}
@@ -188,7 +194,7 @@ func expand(ctx context.Context, u *unstructured.Unstructured) ([]*unstructured.
 		}
 		return podsOf(u.GetNamespace(), u.GetName(), tmpl, int(n), nil)
 	}
-	return nil, fmt.Errorf("fit reads PodGroups, CompositePodGroups, Workloads, Pods, Jobs, Deployments, StatefulSets and ReplicaSets, not %s", gvk.Kind)
+	return nil, fmt.Errorf("fit reads PodGroups, CompositePodGroups, Workloads, Pods, Jobs, Deployments, StatefulSets, ReplicaSets and PriorityClasses, not %s", gvk.Kind)
 }
 
 func toUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
@@ -303,19 +309,65 @@ func (o *Options) admit(ctx context.Context, objs []*unstructured.Unstructured) 
 		return nil, nil, err
 	}
 	var warnings []string
-	admitted := map[string]*unstructured.Unstructured{}
-	out := make([]*unstructured.Unstructured, 0, len(objs))
-	for _, u := range objs {
+	resourceFor := func(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
 		gvk := u.GroupVersionKind()
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s %s: %w", gvk.Kind, u.GetName(), err)
+			return nil, fmt.Errorf("%s %s: %w", gvk.Kind, u.GetName(), err)
 		}
-		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
 		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-			ri = dyn.Resource(mapping.Resource).Namespace(u.GetNamespace())
+			return dyn.Resource(mapping.Resource).Namespace(u.GetNamespace()), nil
+		}
+		return dyn.Resource(mapping.Resource), nil
+	}
+	// PriorityClasses first, wherever the files put them: the pods that
+	// name a new one must not go through the Priority admission plugin,
+	// which refuses a class it cannot find.
+	newClasses := map[string]bool{}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, u := range objs {
+		if u.GroupVersionKind().GroupKind() != priorityClassGK {
+			continue
+		}
+		ri, err := resourceFor(u)
+		if err != nil {
+			return nil, nil, err
+		}
+		got, err := ri.Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			// The cluster's applies, as it would once the files were
+			// applied; say so when it differs from the file's.
+			if have, gerr := ri.Get(ctx, u.GetName(), metav1.GetOptions{}); gerr == nil {
+				hv, _, _ := unstructured.NestedInt64(have.Object, "value")
+				fv, _, _ := unstructured.NestedInt64(u.Object, "value")
+				if hv != fv {
+					warnings = append(warnings, fmt.Sprintf("PriorityClass %s already exists with value %d, not the file's %d: the cluster's applies", u.GetName(), hv, fv))
+				}
+			}
+			continue
+		case apierrors.IsForbidden(err):
+			warnings = append(warnings, fmt.Sprintf("the dry run of PriorityClass %s was refused (%v): sending it as written", u.GetName(), err))
+			got = u
+		case err != nil:
+			return nil, nil, fmt.Errorf("PriorityClass %s: %w", u.GetName(), err)
+		}
+		newClasses[u.GetName()] = true
+		out = append(out, got)
+	}
+	admitted := map[string]*unstructured.Unstructured{}
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		if gvk.GroupKind() == priorityClassGK {
+			continue
+		}
+		ri, err := resourceFor(u)
+		if err != nil {
+			return nil, nil, err
 		}
 		key := ""
+		var newClass string
+		asWritten := u
 		if gvk == podGVK {
 			key = templateKey(u)
 			if a := admitted[key]; a != nil {
@@ -324,14 +376,31 @@ func (o *Options) admit(ctx context.Context, objs []*unstructured.Unstructured) 
 				out = append(out, c)
 				continue
 			}
+			if name, _, _ := unstructured.NestedString(u.Object, "spec", "priorityClassName"); newClasses[name] {
+				// Admitted without it; the scheduler resolves it from
+				// the request's class, as admission would once created.
+				newClass = name
+				u = u.DeepCopy()
+				unstructured.RemoveNestedField(u.Object, "spec", "priorityClassName")
+				unstructured.RemoveNestedField(u.Object, "spec", "priority")
+				unstructured.RemoveNestedField(u.Object, "spec", "preemptionPolicy")
+			}
 		}
 		got, err := ri.Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil && newClass != "" {
+			got = got.DeepCopy()
+			unstructured.RemoveNestedField(got.Object, "spec", "priority")
+			unstructured.RemoveNestedField(got.Object, "spec", "preemptionPolicy")
+			if err := unstructured.SetNestedField(got.Object, newClass, "spec", "priorityClassName"); err != nil {
+				return nil, nil, err
+			}
+		}
 		switch {
 		case apierrors.IsAlreadyExists(err) && gvk != podGVK:
 			return nil, nil, fmt.Errorf("%s %s/%s already exists: fit answers for groups that do not exist yet (kubectl phalanx explain tells about this one)", gvk.Kind, u.GetNamespace(), u.GetName())
 		case apierrors.IsForbidden(err):
 			warnings = append(warnings, fmt.Sprintf("the dry run of %s %s was refused (%v): sending it as written, without admission's defaults", gvk.Kind, u.GetName(), err))
-			got = u
+			got = asWritten
 		case err != nil:
 			return nil, nil, fmt.Errorf("%s %s/%s: %w", gvk.Kind, u.GetNamespace(), u.GetName(), err)
 		}

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -95,7 +96,9 @@ func tooLarge(t *groups.Tree, infos []fwk.NodeInfo) string {
 // does not fit, the preemption plugin's victim search. ref is the member
 // that attempt would be for. in.mu is held and infos is the fresh
 // snapshot.
-func (in *Inspector) assess(ctx context.Context, p *profile, tree *groups.Tree, ref *corev1.Pod, infos []fwk.NodeInfo) (*debugapi.Assessment, error) {
+// classes resolves the group's priority: the cluster's PriorityClasses, or
+// for fit those with the request's own laid over them.
+func (in *Inspector) assess(ctx context.Context, p *profile, tree *groups.Tree, ref *corev1.Pod, infos []fwk.NodeInfo, classes schedulinglisters.PriorityClassLister) (*debugapi.Assessment, error) {
 	a := &debugapi.Assessment{}
 	if msg := tooLarge(tree, infos); msg != "" {
 		a.Blocked = msg
@@ -123,7 +126,7 @@ func (in *Inspector) assess(ctx context.Context, p *profile, tree *groups.Tree, 
 			// The members beyond the minimum that the plan leaves out
 			// fail their own attempt once the others are placed, and
 			// PostFilter then preempts for them too.
-			a.Preemption, err = in.surplus(ctx, p, tree, ref, infos, plan)
+			a.Preemption, err = in.surplus(ctx, p, tree, ref, infos, plan, classes)
 		}
 		return a, err
 	case errors.As(err, &inf):
@@ -131,7 +134,7 @@ func (in *Inspector) assess(ctx context.Context, p *profile, tree *groups.Tree, 
 	default:
 		return nil, fmt.Errorf("plan %s: %w", tree.Key, err)
 	}
-	a.Preemption, err = in.preempt(ctx, p, tree, ref, infos)
+	a.Preemption, err = in.preempt(ctx, p, tree, ref, infos, classes)
 	return a, err
 }
 
@@ -152,7 +155,7 @@ func gangs(t *groups.Tree) bool {
 // surplus is the victim search the members a feasible plan leaves out
 // meet: the plan's members placed (bound on their planned nodes), the
 // others pending. Its placement is the whole hierarchy's.
-func (in *Inspector) surplus(ctx context.Context, p *profile, tree *groups.Tree, first *corev1.Pod, infos []fwk.NodeInfo, plan *placement.Plan) (*debugapi.Preemption, error) {
+func (in *Inspector) surplus(ctx context.Context, p *profile, tree *groups.Tree, first *corev1.Pod, infos []fwk.NodeInfo, plan *placement.Plan, classes schedulinglisters.PriorityClassLister) (*debugapi.Preemption, error) {
 	placed := map[string][]*corev1.Pod{}
 	var mark func(*groups.Tree) *groups.Tree
 	mark = func(t *groups.Tree) *groups.Tree {
@@ -190,7 +193,7 @@ func (in *Inspector) surplus(ctx context.Context, p *profile, tree *groups.Tree,
 		}
 		nodes = append(nodes, c)
 	}
-	pr, err := in.preempt(ctx, p, after, first, nodes)
+	pr, err := in.preempt(ctx, p, after, first, nodes, classes)
 	if err != nil || pr == nil || !pr.Possible {
 		// Nothing to evict for them: they wait, and the plan stands.
 		return nil, err
@@ -207,7 +210,7 @@ func (in *Inspector) surplus(ctx context.Context, p *profile, tree *groups.Tree,
 // preempt is the preemption plugin's answer for a hierarchy that does not
 // fit: its priority and policy as PostFilter resolves them, then the
 // victim search.
-func (in *Inspector) preempt(ctx context.Context, p *profile, tree *groups.Tree, ref *corev1.Pod, infos []fwk.NodeInfo) (*debugapi.Preemption, error) {
+func (in *Inspector) preempt(ctx context.Context, p *profile, tree *groups.Tree, ref *corev1.Pod, infos []fwk.NodeInfo, classes schedulinglisters.PriorityClassLister) (*debugapi.Preemption, error) {
 	if p.pre == nil {
 		return &debugapi.Preemption{Reason: fmt.Sprintf("profile %s has no %s: groups do not preempt", p.name, preemption.Name)}, nil
 	}
@@ -221,7 +224,7 @@ func (in *Inspector) preempt(ctx context.Context, p *profile, tree *groups.Tree,
 		}
 		root.PreemptionPolicy = ref.Spec.PreemptionPolicy
 	}
-	prio, pol, err := groups.ResolvePriority(root, in.fed.PriorityClasses)
+	prio, pol, err := groups.ResolvePriority(root, classes)
 	if err != nil {
 		return &debugapi.Preemption{Reason: err.Error()}, nil
 	}

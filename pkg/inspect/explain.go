@@ -309,7 +309,7 @@ func (in *Inspector) explainKey(ctx context.Context, k groups.Key, infos []fwk.N
 	if !plan {
 		return e, nil
 	}
-	a, err := in.assess(ctx, p, tree, first, infos)
+	a, err := in.assess(ctx, p, tree, first, infos, in.fed.PriorityClasses)
 	if err != nil {
 		return nil, err
 	}

@@ -8,10 +8,14 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -29,10 +33,13 @@ type hypothetical struct {
 	cache *groups.Cache
 	keys  []groups.Key
 	pods  []*corev1.Pod
+	// classes are the request's PriorityClasses, which its groups and
+	// pods may name as if they were created with them.
+	classes map[string]*schedulingv1.PriorityClass
 }
 
 func decodeFit(req *debugapi.FitRequest) (*hypothetical, error) {
-	h := &hypothetical{cache: groups.NewCache()}
+	h := &hypothetical{cache: groups.NewCache(), classes: map[string]*schedulingv1.PriorityClass{}}
 	// Whatever the cluster serves, the objects in the request exist in it.
 	for _, d := range groups.Dialects {
 		h.cache.SetServed(d, true)
@@ -76,6 +83,19 @@ func decodeFit(req *debugapi.FitRequest) (*hypothetical, error) {
 				return nil, badRequest("objects[%d]: %v", i, err)
 			}
 			meta, key, spec = &o.ObjectMeta, groups.Key{Dialect: groups.Coscheduling, Kind: groups.PodGroupKind}, groups.SpecOfXPodGroup(o)
+		case "PriorityClass.scheduling.k8s.io":
+			pc := &schedulingv1.PriorityClass{}
+			if err := json.Unmarshal(raw, pc); err != nil {
+				return nil, badRequest("objects[%d]: %v", i, err)
+			}
+			if pc.Name == "" {
+				return nil, badRequest("objects[%d]: a PriorityClass needs metadata.name", i)
+			}
+			if _, dup := h.classes[pc.Name]; dup {
+				return nil, badRequest("PriorityClass %s appears twice", pc.Name)
+			}
+			h.classes[pc.Name] = pc
+			continue
 		case "Pod":
 			pod := &corev1.Pod{}
 			if err := json.Unmarshal(raw, pod); err != nil {
@@ -93,7 +113,7 @@ func decodeFit(req *debugapi.FitRequest) (*hypothetical, error) {
 			h.pods = append(h.pods, pod)
 			continue
 		default:
-			return nil, badRequest("objects[%d]: fit reads PodGroups, CompositePodGroups and Pods, not %s %s", i, tm.APIVersion, tm.Kind)
+			return nil, badRequest("objects[%d]: fit reads PodGroups, CompositePodGroups, PriorityClasses and Pods, not %s %s", i, tm.APIVersion, tm.Kind)
 		}
 		if meta.Namespace == "" {
 			meta.Namespace = req.Namespace
@@ -109,9 +129,65 @@ func decodeFit(req *debugapi.FitRequest) (*hypothetical, error) {
 		return nil, badRequest("%d pods: fit takes at most %d", len(h.pods), maxFitPods)
 	}
 	for _, pod := range h.pods {
+		// What the Priority admission plugin would set once the class
+		// exists: the API server could not, as it does not exist yet.
+		if pc := h.classes[pod.Spec.PriorityClassName]; pc != nil && pod.Spec.Priority == nil {
+			pod.Spec.Priority = &pc.Value
+			policy := corev1.PreemptLowerPriority
+			if pc.PreemptionPolicy != nil {
+				policy = *pc.PreemptionPolicy
+			}
+			pod.Spec.PreemptionPolicy = &policy
+		}
 		h.cache.AddOrUpdatePod(pod)
 	}
 	return h, nil
+}
+
+// priorityClasses resolves the request's priorities: its own classes, then
+// the cluster's.
+func (h *hypothetical) priorityClasses(cluster schedulinglisters.PriorityClassLister) schedulinglisters.PriorityClassLister {
+	if len(h.classes) == 0 {
+		return cluster
+	}
+	return requestClasses{own: h.classes, cluster: cluster}
+}
+
+// requestClasses lays a fit request's PriorityClasses over the cluster's.
+type requestClasses struct {
+	own     map[string]*schedulingv1.PriorityClass
+	cluster schedulinglisters.PriorityClassLister
+}
+
+func (r requestClasses) List(sel labels.Selector) ([]*schedulingv1.PriorityClass, error) {
+	var out []*schedulingv1.PriorityClass
+	if r.cluster != nil {
+		all, err := r.cluster.List(sel)
+		if err != nil {
+			return nil, err
+		}
+		for _, pc := range all {
+			if _, shadowed := r.own[pc.Name]; !shadowed {
+				out = append(out, pc)
+			}
+		}
+	}
+	for _, pc := range r.own {
+		if sel.Matches(labels.Set(pc.Labels)) {
+			out = append(out, pc)
+		}
+	}
+	return out, nil
+}
+
+func (r requestClasses) Get(name string) (*schedulingv1.PriorityClass, error) {
+	if pc, ok := r.own[name]; ok {
+		return pc, nil
+	}
+	if r.cluster == nil {
+		return nil, apierrors.NewNotFound(schedulingv1.Resource("priorityclasses"), name)
+	}
+	return r.cluster.Get(name)
 }
 
 // root finds the one hierarchy the request describes.
@@ -211,13 +287,14 @@ func (in *Inspector) Fit(ctx context.Context, req *debugapi.FitRequest) (*debuga
 	if first == nil {
 		return blocked("no pod of the hierarchy is pending: add its pods (or a Job or Deployment whose template makes them) to the file")
 	}
-	if msg := gang.Disagreement(first, h.pods, tree.Info, in.fed.PriorityClasses); msg != "" {
+	classes := h.priorityClasses(in.fed.PriorityClasses)
+	if msg := gang.Disagreement(first, h.pods, tree.Info, classes); msg != "" {
 		return blocked(msg)
 	}
 	if ok, have, need := h.cache.Satisfied(rootKey, groups.ByExisting); !ok {
 		return blocked(waitingMessage(h.cache, tree, have, need) + ": the members would wait for the rest before the scheduler tries them")
 	}
-	a, err := in.assess(ctx, p, tree, first, infos)
+	a, err := in.assess(ctx, p, tree, first, infos, classes)
 	if err != nil {
 		return nil, err
 	}

@@ -475,3 +475,110 @@ func cleanupFitCase(t *testing.T, c *sandbox.Cluster, fc *fitCase, ns string) {
 		return len(top.Domains) == 0, nil
 	})
 }
+
+// TestFitReadsPriorityClassesFromTheFiles: a job's manifests often bring
+// their PriorityClass along. fit takes a class that does not exist yet as
+// if it were created with the rest (the group and its pods get its value,
+// so the answer preempts what that value may preempt), and a class the
+// cluster has already as the cluster has it, with a warning when the
+// file's value differs.
+func TestFitReadsPriorityClassesFromTheFiles(t *testing.T) {
+	c := startCluster(t, sandbox.Options{Scheduler: true, Diagnostics: true, NodeAgent: true})
+	ctx := context.Background()
+	ns := namespace(t, c)
+	for _, pc := range []*schedulingv1.PriorityClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: "pcfile-low"}, Value: 10},
+		{ObjectMeta: metav1.ObjectMeta{Name: "pcfile-existing"}, Value: 500},
+	} {
+		_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	node := sandbox.NewNode("pcfile-n0", map[string]string{sandbox.HostnameLabel: "pcfile-n0"},
+		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")})
+	require.NoError(t, sandbox.CreateNodes(ctx, c.Client, []*corev1.Node{node}))
+	_, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "busy", Namespace: ns},
+		Spec: corev1.PodSpec{NodeName: "pcfile-n0", PriorityClassName: "pcfile-low", Containers: []corev1.Container{{
+			Name: "main", Image: "registry.k8s.io/pause:3.10",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}},
+		}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the scheduler's view of the busy node", func() (bool, error) {
+		out, _, err := kubectlPhalanx(t, c, "", "top", "-o", "json", "--keys", sandbox.HostnameLabel)
+		if err != nil {
+			return false, nil
+		}
+		var top debugapi.Top
+		if err := json.Unmarshal([]byte(out), &top); err != nil {
+			return false, err
+		}
+		for _, d := range top.Domains {
+			if d.Value == "pcfile-n0" && d.Requested["cpu"] == "4" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	manifest := func(class string, value int) string {
+		return fmt.Sprintf(`apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: %[1]s}
+value: %[2]d
+---
+apiVersion: scheduling.phalanx.dev/v1alpha1
+kind: PodGroup
+metadata: {name: trainer}
+spec:
+  priorityClassName: %[1]s
+  schedulingPolicy: {gang: {minCount: 2}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer-0, labels: {scheduling.phalanx.dev/pod-group: trainer}}
+spec:
+  schedulerName: phalanx-scheduler
+  priorityClassName: %[1]s
+  containers: [{name: main, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: "2"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer-1, labels: {scheduling.phalanx.dev/pod-group: trainer}}
+spec:
+  schedulerName: phalanx-scheduler
+  priorityClassName: %[1]s
+  containers: [{name: main, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: "2"}}}]
+`, class, value)
+	}
+	ask := func(m string) (debugapi.FitAnswer, string) {
+		t.Helper()
+		file := filepath.Join(t.TempDir(), "job.yaml")
+		require.NoError(t, os.WriteFile(file, []byte(m), 0o644))
+		out, errOut, err := kubectlPhalanx(t, c, "", "fit", "-f", file, "-n", ns, "-o", "json")
+		require.NoError(t, err, "fit: %s", errOut)
+		var answer debugapi.FitAnswer
+		require.NoError(t, json.Unmarshal([]byte(out), &answer), "%s", out)
+		return answer, errOut
+	}
+
+	// A new class above the busy pod's: the gang preempts it.
+	a, errOut := ask(manifest("pcfile-new", 1000))
+	require.Equal(t, debugapi.VerdictFitsWithPreemption, a.Verdict, "%s\n%s", a.Message, errOut)
+	require.NotNil(t, a.Assessment.Preemption)
+	require.Equal(t, int32(1000), a.Assessment.Preemption.Priority)
+	require.Len(t, a.Assessment.Preemption.Victims, 1)
+	require.Equal(t, ns+"/busy", a.Assessment.Preemption.Victims[0].Pod)
+	_, err = c.Client.SchedulingV1().PriorityClasses().Get(ctx, "pcfile-new", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "fit creates nothing: %v", err)
+
+	// A new class below it: nothing to preempt.
+	a, errOut = ask(manifest("pcfile-lower", 5))
+	require.Equal(t, debugapi.VerdictDoesNotFit, a.Verdict, "%s\n%s", a.Message, errOut)
+
+	// The cluster's class applies over the file's, with a warning.
+	a, errOut = ask(manifest("pcfile-existing", 5))
+	require.Equal(t, debugapi.VerdictFitsWithPreemption, a.Verdict, "%s\n%s", a.Message, errOut)
+	require.Equal(t, int32(500), a.Assessment.Preemption.Priority)
+	require.Contains(t, errOut, "PriorityClass pcfile-existing already exists with value 500, not the file's 5: the cluster's applies")
+}
