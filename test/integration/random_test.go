@@ -171,6 +171,18 @@ var randomRegressionSeeds = []int64{
 	// earlier preemption wrote, and its sibling's planned node refused the
 	// sibling for cpu at every attempt.
 	50028,
+	// The plan gave the node a preemption had nominated a host-port gang's
+	// member to a sibling, whose Filter counted that nomination; the node
+	// was remembered as unable to hold one member, and the gang waited on
+	// an idle cluster (60671; 60331 the same with one member per node).
+	60671, 60331,
+	// A label gang member refused as invalid showed no event saying so: it
+	// had failed for room before, and the recorder folded the new note into
+	// that series.
+	60189,
+	// A basic group's pod preempted, bound, and was then deleted by the
+	// runner with its group (a runner check, kept as a case of its own).
+	60532,
 }
 
 // rGroup is a PodGroup (standalone or a composite's child) or a label gang
