@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/config"
+	"github.com/phalanx-sched/phalanx/pkg/controller"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
@@ -183,6 +185,14 @@ var randomRegressionSeeds = []int64{
 	// A basic group's pod preempted, bound, and was then deleted by the
 	// runner with its group (a runner check, kept as a case of its own).
 	60532,
+	// A preemptor whose gang no longer fit kept the node its preemption
+	// had nominated it to in its status, and held that node's room
+	// against a lower-priority gang on an idle cluster; replayed, the
+	// same seed also has a gang Job's pod bound and preempted between two
+	// checks of the runner.
+	61652,
+	// As 60189, with the members' disagreement there from their creation.
+	61383,
 }
 
 // rGroup is a PodGroup (standalone or a composite's child) or a label gang
@@ -686,7 +696,11 @@ func (r *randomRunner) deleteNode() {
 		rp := r.pods[p.Name]
 		if rp == nil {
 			// A Job's pod not tracked yet, or a finished one: the pod
-			// garbage collector removes it all the same.
+			// garbage collector removes it all the same, and its gang
+			// has lost a member.
+			if job := r.jobs[p.Labels[batchv1.JobNameLabel]]; job != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				r.disturb(job.name+"-"+controller.JobTemplateName, fmt.Sprintf("member %s was on deleted node %s", p.Name, node))
+			}
 			r.gone[p.Name] = true
 			_ = r.c.Client.CoreV1().Pods(r.ns).Delete(r.ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 			continue
@@ -932,6 +946,7 @@ func (r *randomRunner) check() {
 	r.t.Helper()
 	s := r.snapshot()
 	r.syncJobs(s)
+	r.jobVictimsBetweenChecks(s)
 
 	// Capacity and node existence.
 	for name, p := range s.pods {
@@ -1112,6 +1127,31 @@ func preemptingPod(note string) string {
 	}
 	uid, _, _ := strings.Cut(rest, " ")
 	return uid
+}
+
+// jobVictimsBetweenChecks finds the pods of gang Jobs that were created,
+// bound and preempted between two checks, which the runner never tracked:
+// their gang lost a member to preemption, as a tracked victim's does.
+func (r *randomRunner) jobVictimsBetweenChecks(s snapshot) {
+	if len(r.jobs) == 0 {
+		return
+	}
+	evs, err := r.c.Client.EventsV1().Events(r.ns).List(r.ctx, metav1.ListOptions{})
+	require.NoError(r.t, err)
+	for _, e := range evs.Items {
+		name := e.Regarding.Name
+		if e.Reason != "Preempted" || r.pods[name] != nil || r.gone[name] || s.pods[name] != nil {
+			continue
+		}
+		for _, job := range sortedKeys(r.jobs) {
+			if strings.HasPrefix(name, job+"-") {
+				r.gone[name] = true
+				r.evicted++
+				r.disturb(job+"-"+controller.JobTemplateName, "member "+name+" was preempted before the runner saw it")
+				r.logf("observed: %s of Job %s evicted before the runner saw it: %q", name, job, e.Note)
+			}
+		}
+	}
 }
 
 // preemptionNotes waits (events are written asynchronously) up to 10s for

@@ -778,7 +778,13 @@ func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev
 	if !byPlanner {
 		pl.shared.status.Set(leaf.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 	}
-	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	// PhalanxPreemption ran before and found nothing to wait for or evict
+	// for this member, and this verdict ends the PostFilters: the member
+	// gives up any node an earlier preemption nominated it to, as upstream's
+	// preemption does for a pod. With no result, the queue would refile the
+	// nomination from the member's status at every attempt and hold the
+	// node's room against every pod of lower priority for good.
+	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride}}, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
 
 // refusedInPreFilter reports whether this plugin's PreFilter refused the

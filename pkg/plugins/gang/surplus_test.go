@@ -104,7 +104,15 @@ func TestSurplusMemberDoesNotReleaseItsGang(t *testing.T) {
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), "nothing later preempts for one member of a gang")
 	assert.Empty(t, h.rejected, "the planned member keeps waiting for its planned sibling")
 
-	_, st = pl.PostFilter(ctx, framework.NewCycleState(), b, statuses)
+	res, st := pl.PostFilter(ctx, framework.NewCycleState(), b, statuses)
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code())
 	assert.Equal(t, []string{"g-0"}, h.rejected, "a planned member failing releases the gang")
+	// It also gives up any node an earlier preemption nominated it to.
+	// This plugin runs after PhalanxPreemption and its verdict ends the
+	// PostFilters, so a result of nil here would leave the nomination in
+	// the member's status, and the queue would refile it at every attempt,
+	// holding the node's room against every pod of lower priority.
+	require.NotNil(t, res, "a result that clears the member's nomination")
+	assert.Equal(t, fwk.ModeOverride, res.Mode())
+	assert.Empty(t, res.NominatedNodeName)
 }

@@ -121,6 +121,10 @@ func (p *Preemption) forgetGroup(k groups.Key) {
 // Name returns the plugin name.
 func (*Preemption) Name() string { return Name }
 
+// noNomination is a PostFilter result that clears the pod's nominated node
+// in the scheduler and, when one is set, in its status.
+func noNomination() *fwk.PostFilterResult { return framework.NewPostFilterResultWithNominatedNode("") }
+
 // PostFilter preempts for a group, or for a plain pod or best-effort group
 // member pod by pod (pods.go). An invalid group is left to the other
 // PostFilter plugins (Unschedulable lets the next one run).
@@ -181,11 +185,16 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	start := time.Now()
 	search, err := p.Search(ctx, p.handle, p.prober, tree, prio, infos, p.handle.NominatedPodsForNode, placement.Options{})
 	var inf *placement.Infeasible
+	// When eviction cannot help, the member gives up any nomination an
+	// earlier preemption left in its status, as upstream's preemption does
+	// for a pod: the queue refiles it from the status at every failed
+	// attempt without one in the result, and the member would hold the
+	// node's room against every pod of lower priority for good.
 	switch {
 	case errors.Is(err, ErrNoCandidates):
-		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
+		return noNomination(), fwk.NewStatus(fwk.Unschedulable, err.Error())
 	case errors.As(err, &inf):
-		return nil, fwk.NewStatus(fwk.Unschedulable, "preemption cannot make the whole group fit: "+inf.Reason)
+		return noNomination(), fwk.NewStatus(fwk.Unschedulable, "preemption cannot make the whole group fit: "+inf.Reason)
 	case err != nil:
 		return nil, fwk.AsStatus(fmt.Errorf("search victims for %s: %w", root.Key, err))
 	}

@@ -7,11 +7,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -75,4 +77,47 @@ func TestMembersWaitingForVictimsKeepTheirPlannedNodes(t *testing.T) {
 		assert.Equal(t, fwk.ModeOverride, res.Mode())
 		assert.Equal(t, want, res.NominatedNodeName, members[i].Name)
 	}
+}
+
+// searchHandle is snapshotHandle for a victim search: no pod is
+// nominated, and the profile runs only filters Phalanx models.
+type searchHandle struct {
+	snapshotHandle
+	factory informers.SharedInformerFactory
+}
+
+func (h *searchHandle) NominatedPodsForNode(string) []fwk.PodInfo              { return nil }
+func (h *searchHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.factory }
+func (h *searchHandle) ListPlugins() *config.Plugins                           { return nil }
+
+// TestMemberClearsItsNominationWhenPreemptionCannotHelp: a member keeps the
+// nominatedNodeName of an earlier preemption in its status, but its group
+// no longer fits even with evictions. The queue refiles a nomination from
+// the status at every failed attempt without one in its result, so the
+// member would hold the node's room against every pod of lower priority
+// for good. As upstream's preemption does, PostFilter clears it.
+func TestMemberClearsItsNominationWhenPreemptionCannotHelp(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourcePods: resource.MustParse("10"),
+	}}}
+	factory := informers.NewSharedInformerFactory(fake.NewSimpleClientset(), 0)
+	h := &searchHandle{snapshotHandle: snapshotHandle{snapshot: cache.NewSnapshot(nil, []*corev1.Node{node})}, factory: factory}
+	fed := groups.NewFed()
+	p := &Preemption{handle: h, groups: fed, status: &groupstatus.Writer{}, pods: factory.Core().V1().Pods().Lister(),
+		pending: map[groups.Key]*pendingEviction{}, prober: probe.New(nil)}
+	var members []*corev1.Pod
+	for _, name := range []string{"g-0", "g-1"} {
+		m := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name),
+			Labels: map[string]string{v1alpha1.LightweightNameLabel: "g", v1alpha1.LightweightMinAvailableLabel: "2"}},
+			Spec: corev1.PodSpec{Priority: ptr.To[int32](100), Containers: []corev1.Container{{Name: "c",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+		m.Status.NominatedNodeName = "n1"
+		fed.OnPod(m)
+		members = append(members, m)
+	}
+	res, st := p.PostFilter(context.Background(), framework.NewCycleState(), members[1], nil)
+	assert.Equal(t, fwk.Unschedulable, st.Code(), "%v", st)
+	require.NotNil(t, res, "a result that clears the nomination: %v", st)
+	assert.Equal(t, fwk.ModeOverride, res.Mode())
+	assert.Equal(t, "", res.NominatedNodeName)
 }
