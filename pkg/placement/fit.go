@@ -52,7 +52,8 @@ func (p *planner) initResidual() error {
 	for r, name := range p.resNames {
 		col, ok := t.cols[name]
 		if !ok {
-			continue // no node lists it: 0 allocatable everywhere
+			p.extraResidual(r, name)
+			continue
 		}
 		for i := range p.nodes {
 			if !t.usable(i) {
@@ -89,6 +90,20 @@ func (p *planner) initResidual() error {
 		}
 	}
 	return nil
+}
+
+// extraResidual fills resource r, which no node of the table lists, from
+// Options.Extra; without an entry a node has none of it.
+func (p *planner) extraResidual(r int, name corev1.ResourceName) {
+	for i, n := range p.nodes {
+		room, ok := p.opts.Extra[n.Name]
+		if !ok || !p.table.usable(i) {
+			continue
+		}
+		alloc := max(0, room.Allocatable[name])
+		p.free[i*p.nres+r] = alloc - max(0, room.Requested[name])
+		p.largest[r] = max(p.largest[r], alloc)
+	}
 }
 
 func (p *planner) initShapes() {

@@ -130,6 +130,14 @@ func formatResources(r Resources) string {
 	slices.Sort(names)
 	parts := make([]string, 0, len(names))
 	for _, name := range names {
+		if class, ok := DeviceClassOf(name); ok {
+			unit := "devices"
+			if r[name] == 1 {
+				unit = "device"
+			}
+			parts = append(parts, fmt.Sprintf("%d %s of class %s", r[name], unit, class))
+			continue
+		}
 		parts = append(parts, formatQuantity(name, r[name])+" "+string(name))
 	}
 	return strings.Join(parts, ", ")

@@ -247,7 +247,12 @@ func newPreemptor(nodes []Node, victims []Victim, root *Group, prio int32, opts 
 	s.freedPods = make([]int64, len(p.nodes))
 	for i, n := range p.nodes {
 		for r, name := range p.resNames {
-			s.alloc[i*nres+r], s.used[i*nres+r] = n.Allocatable[name], n.Requested[name]
+			a, u := n.Allocatable[name], n.Requested[name]
+			if _, ok := t.cols[name]; !ok {
+				room := opts.Extra[n.Name]
+				a, u = room.Allocatable[name], room.Requested[name]
+			}
+			s.alloc[i*nres+r], s.used[i*nres+r] = a, u
 		}
 	}
 

@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -180,6 +182,33 @@ type Options struct {
 	// attempt of the group, so the scheduler leaves it at 0 and only
 	// diagnostics (kubectl phalanx explain and fit) ask for it.
 	ExplainDomains int
+	// Extra is room, per node name, in resources the node table does not
+	// carry: the devices of DRA device classes, which the scheduler counts
+	// per plan from ResourceSlices and claims (see DeviceResource). A
+	// resource neither the table nor Extra lists has no room anywhere.
+	Extra map[string]ExtraRoom
+}
+
+// ExtraRoom is one node's room in resources outside the node table.
+type ExtraRoom struct {
+	Allocatable, Requested Resources
+}
+
+// deviceResourcePrefix names the resources that count the devices of one
+// DRA device class. No extended resource can take the name: the prefix is
+// a domain Phalanx owns.
+const deviceResourcePrefix = "devices.phalanx.dev/"
+
+// DeviceResource is the resource that counts devices of a DRA device class
+// in plans, so that a shortfall reads "short 2 devices of class X".
+func DeviceResource(class string) corev1.ResourceName {
+	return corev1.ResourceName(deviceResourcePrefix + class)
+}
+
+// DeviceClassOf is the class a DeviceResource counts, ok false for any
+// other resource.
+func DeviceClassOf(name corev1.ResourceName) (class string, ok bool) {
+	return strings.CutPrefix(string(name), deviceResourcePrefix)
 }
 
 // Plan is the outcome of PlanGroup.
