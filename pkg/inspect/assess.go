@@ -116,6 +116,7 @@ func (in *Inspector) assess(ctx context.Context, p *profile, tree *groups.Tree, 
 	nodes := planinput.NodesFromSnapshot(infos, p.real.NominatedPodsForNode, members)
 	opts := p.topo.PlanOptions()
 	opts.ExplainDomains = explainDomains
+	opts.Extra = constraints.Extra()
 	plan, err := placement.PlanGroup(nodes, input, opts)
 	var inf *placement.Infeasible
 	switch {

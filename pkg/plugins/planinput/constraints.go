@@ -12,9 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -60,6 +63,11 @@ type Constraints struct {
 	// Closed lists nodes a representative pod may not use, with why:
 	// nodes held for another gang (reservation.go).
 	Closed func(rep *corev1.Pod) map[string]string
+	// DRA counts the devices members' ResourceClaims ask for; nil plans
+	// without devices.
+	DRA *DRA
+
+	devices *deviceState
 }
 
 // clearable are the filters whose refusals come from other pods, which
@@ -92,7 +100,22 @@ func ClusterConstraints(ctx context.Context, h fwk.Handle, pr *probe.Prober, inf
 			return pr.Nodes(ctx, key, pod, infos, crossNode, only...)
 		},
 		Unknown: UnknownFilters(h),
+		DRA:     draOf(h, pr),
 	}
+}
+
+// draOf is the DRA state plans read through h, nil when the profile
+// allocates no devices.
+func draOf(h fwk.Handle, pr *probe.Prober) *DRA {
+	if pr == nil || pr.Devices == nil {
+		return nil
+	}
+	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	if !fts.EnableDynamicResourceAllocation {
+		return nil
+	}
+	// The manager is asked for only when a member has claims.
+	return &DRA{manager: h.SharedDRAManager, Model: pr.Devices, Features: dynamicresources.AllocatorFeatures(fts)}
 }
 
 // Rejection is a planned node the scheduler's Filter refused a member on.
@@ -164,7 +187,7 @@ func termsOf(pod *corev1.Pod) podTerms {
 		t.spread = append(t.spread, spreadTerm{id: fmt.Sprintf("%s|%s|%s", pod.Namespace, c.TopologyKey, sel), c: c, selector: sel, ns: pod.Namespace})
 		t.crossNode = true
 	}
-	t.probe = t.probe || len(t.anti) > 0 || len(t.affinity) > 0 || len(t.ports) > 0 || len(t.spread) > 0 || needsVolumesOrClaims(pod)
+	t.probe = t.probe || len(t.anti) > 0 || len(t.affinity) > 0 || len(t.ports) > 0 || len(t.spread) > 0 || needsVolumes(pod)
 	return t
 }
 
@@ -219,10 +242,10 @@ func hostPorts(pod *corev1.Pod) []string {
 	return out
 }
 
-func needsVolumesOrClaims(pod *corev1.Pod) bool {
-	if len(pod.Spec.ResourceClaims) > 0 {
-		return true
-	}
+// needsVolumes says whether the profile's volume filters judge pod. Its
+// ResourceClaims are not probed: the planner counts devices per member
+// (devices.go), which one probe of one member could not.
+func needsVolumes(pod *corev1.Pod) bool {
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
 			return true
@@ -329,7 +352,6 @@ func (pt *planTerms) signature(c *Constraints, pod *corev1.Pod) string {
 				fmt.Fprintf(&b, "|v:%s", v.Name)
 			}
 		}
-		fmt.Fprintf(&b, "|%v", pod.Spec.ResourceClaims)
 	}
 	return b.String()
 }
@@ -543,7 +565,7 @@ func (m *TermMemo) sweep(visit func(idsOf func(pod *corev1.Pod, n int) []string)
 // constrain completes shape s of representative rep: member classes and
 // limits, the probe's verdicts on the rest of the cluster, and the nodes
 // earlier plans were refused on.
-func (c *Constraints) constrain(t *groups.Tree, pt *planTerms, key string, rep *corev1.Pod, s *placement.Shape) error {
+func (c *Constraints) constrain(root, t *groups.Tree, pt *planTerms, key string, rep *corev1.Pod, s *placement.Shape) error {
 	pt.limits(c, rep, s)
 	terms := pt.byPod[rep]
 	needProbe, cross := terms.probe, terms.crossNode
@@ -605,6 +627,19 @@ func (c *Constraints) constrain(t *groups.Tree, pt *planTerms, key string, rep *
 		if len(closed) > 0 {
 			notes = append(notes, fmt.Sprintf("%d nodes held for other gangs (%s)", len(closed), why))
 		}
+	}
+	pending := 0
+	for _, m := range t.Members {
+		if m.State == groups.Pending {
+			pending++
+		}
+	}
+	note, err := c.constrainDevices(context.Background(), root, key, rep, pending, s)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		notes = append(notes, note)
 	}
 	s.Excluded = strings.Join(notes, "; ")
 	return nil

@@ -258,6 +258,7 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 		pt = pendingTerms(t, c)
 	}
 	var firstErr error
+	root := t
 	var build func(t *groups.Tree) *placement.Group
 	build = func(t *groups.Tree) *placement.Group {
 		g := &placement.Group{Name: t.Key.String(), TopologyKey: t.TopologyKey, Policy: placement.Basic}
@@ -284,7 +285,7 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 			case groups.Pending:
 				k := shapeKey(m.Pod)
 				if c != nil {
-					k += "#" + pt.signature(c, m.Pod)
+					k += "#" + pt.signature(c, m.Pod) + c.deviceKey(root, m.Pod)
 				}
 				idx, ok := shapes[k]
 				if !ok {
@@ -292,7 +293,7 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 					shapes[k] = idx
 					shape := shapeOf(m.Pod)
 					if c != nil {
-						if err := c.constrain(t, pt, k, m.Pod, &shape); err != nil && firstErr == nil {
+						if err := c.constrain(root, t, pt, k, m.Pod, &shape); err != nil && firstErr == nil {
 							firstErr = err
 						}
 						if g.TopologyKey == "" {
@@ -348,5 +349,5 @@ func ShapeKeys(tree *groups.Tree, pod *corev1.Pod, c *Constraints) (key, base st
 		pt.add(pod)
 	}
 	base = shapeKey(pod)
-	return base + "#" + pt.signature(c, pod), base
+	return base + "#" + pt.signature(c, pod) + c.deviceKey(tree, pod), base
 }

@@ -51,7 +51,7 @@ func TestMostMembersServesChildrenBeyondTheMinimum(t *testing.T) {
 			{Name: "sub1", Policy: placement.Gang, MinGroupCount: 1, TopologyKey: zone, Children: []*placement.Group{gang("a", 2)}},
 			{Name: "sub2", Policy: placement.Gang, MinGroupCount: 1, TopologyKey: zone, Children: []*placement.Group{gang("b", 2)}},
 		}}
-		result, err := mostMembers(nodes, victims, root, 100, 0)
+		result, err := mostMembers(nodes, victims, root, 100, placement.Options{})
 		require.NoError(t, err)
 		assert.Len(t, result.Victims, 2, "room for both gangs: one 2-cpu node each")
 		assert.Len(t, result.Plan.Assignments, 4)
@@ -68,7 +68,7 @@ func TestMostMembersServesChildrenBeyondTheMinimum(t *testing.T) {
 		root := &placement.Group{Name: "root", Policy: placement.Gang, MinGroupCount: 2, TopologyKey: zone, Children: []*placement.Group{
 			gang("a", 0, "f0", "f0"), gang("b", 0, "f0", "f0"), gang("c", 2),
 		}}
-		result, err := mostMembers(free, victims, root, 100, 0)
+		result, err := mostMembers(free, victims, root, 100, placement.Options{})
 		require.NoError(t, err)
 		require.Len(t, result.Victims, 1, "one low pod of z0 makes room for c")
 		assert.Contains(t, []string{"low-n0", "low-n1"}, result.Victims[0])
@@ -79,7 +79,7 @@ func TestMostMembersServesChildrenBeyondTheMinimum(t *testing.T) {
 		root := &placement.Group{Name: "root", Policy: placement.Basic, Children: []*placement.Group{
 			gang("a", 2), gang("empty", 0),
 		}}
-		result, err := mostMembers(nodes, victims, root, 100, 0)
+		result, err := mostMembers(nodes, victims, root, 100, placement.Options{})
 		require.NoError(t, err)
 		assert.Len(t, result.Victims, 1)
 	})

@@ -254,7 +254,8 @@ type Searched struct {
 // failure.
 func (p *Preemption) Search(ctx context.Context, h fwk.Handle, pr *probe.Prober, tree *groups.Tree, prio int32, infos []fwk.NodeInfo, nominated func(string) []fwk.PodInfo, opts placement.Options) (*Searched, error) {
 	_, members := planinput.PlanInput(tree)
-	input, _, err := planinput.BuildInput(tree, p.constraints(ctx, h, pr, infos, members, prio))
+	cons := p.constraints(ctx, h, pr, infos, members, prio)
+	input, _, err := planinput.BuildInput(tree, cons)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +264,12 @@ func (p *Preemption) Search(ctx context.Context, h fwk.Handle, pr *probe.Prober,
 	if len(victims) == 0 {
 		return nil, ErrNoCandidates
 	}
-	result, err := mostMembers(nodes, victims, input, prio, opts.ExplainDomains)
+	for i := range victims {
+		for name, n := range cons.FreedDevices(byKey[victims[i].Key]) {
+			victims[i].Requests[name] += n
+		}
+	}
+	result, err := mostMembers(nodes, victims, input, prio, placement.Options{ExplainDomains: opts.ExplainDomains, Extra: cons.Extra()})
 	if err != nil {
 		return nil, err
 	}
@@ -281,9 +287,9 @@ func (p *Preemption) Search(ctx context.Context, h fwk.Handle, pr *probe.Prober,
 // single gang, the largest count between its minimum and all (room for k
 // members is room for fewer, so a binary search finds it); for a
 // hierarchy, its minimums.
-func mostMembers(nodes []placement.Node, victims []placement.Victim, input *placement.Group, prio int32, explain int) (*placement.Preemption, error) {
+func mostMembers(nodes []placement.Node, victims []placement.Victim, input *placement.Group, prio int32, opts placement.Options) (*placement.Preemption, error) {
 	search := func(g *placement.Group) (*placement.Preemption, error) {
-		return placement.FindVictims(nodes, victims, g, prio, placement.PreemptOptions{Options: placement.Options{ExplainDomains: explain}})
+		return placement.FindVictims(nodes, victims, g, prio, placement.PreemptOptions{Options: opts})
 	}
 	result, err := search(everyMember(input))
 	var inf *placement.Infeasible

@@ -34,6 +34,8 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/phalanx-sched/phalanx/pkg/devices"
 )
 
 // stateKey marks a probe's CycleState.
@@ -116,6 +118,10 @@ type Prober struct {
 	// selection, taints, room): their verdicts are not reported, so they
 	// do not crowd the reasons that matter out of a message.
 	modelled sets.Set[string]
+	// Devices counts DRA devices for the plans this prober serves: the
+	// probe pod carries no claims (see resourceFree), so the answers of
+	// the DynamicResources filter come from here, per member and exact.
+	Devices *devices.Model
 
 	mu    sync.Mutex
 	cache map[string]*entry
@@ -124,7 +130,7 @@ type Prober struct {
 // New makes a prober over the profile behind h. Refusals by the modelled
 // plugins are left out of the verdicts.
 func New(h fwk.Handle, modelled ...string) *Prober {
-	return &Prober{handle: h, modelled: sets.New(modelled...), cache: map[string]*entry{}}
+	return &Prober{handle: h, modelled: sets.New(modelled...), cache: map[string]*entry{}, Devices: devices.NewModel()}
 }
 
 // maxEntries bounds the cache: a probe key is one pod shape of one group,
@@ -246,13 +252,20 @@ func verdictOf(st *fwk.Status) Verdict {
 
 // resourceFree is a copy of pod that asks for no resources and has a UID of
 // its own, so the profile judges everything but room: room is the
-// planner's, counted with what the rest of the group takes.
+// planner's, counted with what the rest of the group takes. Devices are
+// room too: the copy carries no ResourceClaims, which the planner counts
+// per member (pkg/devices). The DynamicResources filter would judge one
+// member alone, and could not judge the copy at all: a claim made from a
+// template belongs to the pod's UID.
 func resourceFree(pod *corev1.Pod) *corev1.Pod {
 	c := pod.DeepCopy()
 	c.UID = types.UID(string(pod.UID) + "-probe")
 	c.Spec.NodeName = ""
 	c.Spec.Overhead = nil
 	c.Spec.Resources = nil
+	c.Spec.ResourceClaims = nil
+	c.Status.ResourceClaimStatuses = nil
+	c.Status.ExtendedResourceClaimStatus = nil
 	strip := func(cs []corev1.Container) {
 		for i := range cs {
 			cs[i].Resources.Requests = nil

@@ -355,6 +355,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("plan group %s: %w", root, err))
 	}
+	opts.Extra = cons.Extra()
 	table, reserved, err := t.nodes.Table(infos, t.handle.NominatedPodsForNode, members)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("prepare snapshot nodes: %w", err))
@@ -591,7 +592,22 @@ func (t *Topology) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: t.podAdded},
+		// Devices: a member's claim created or freed, devices published or
+		// a class changed can make a group plannable that was not.
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.UpdatePodGeneratedResourceClaim}, QueueingHintFn: claimsMatter},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: claimsMatter},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: claimsMatter},
+		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: claimsMatter},
 	}, nil
+}
+
+// claimsMatter queues, on a device event, only members that use
+// ResourceClaims: no other plan counts devices.
+func claimsMatter(_ klog.Logger, pod *corev1.Pod, _, _ interface{}) (fwk.QueueingHint, error) {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
 }
 
 // podAdded queues a rejected member for a pod that is bound (it may
