@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/garbagecollector"
 	"k8s.io/kubernetes/pkg/controller/job"
+	"k8s.io/kubernetes/pkg/controller/resourceclaim"
 	xversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/phalanx-sched/phalanx/pkg/controller"
@@ -81,8 +82,22 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create job controller: %w", err)
 	}
+	// Upstream's resourceclaim controller makes a pod's claims from its
+	// ResourceClaimTemplates and frees claims whose pods are gone, as
+	// kube-controller-manager does.
+	var claimGroups schedinformers.PodGroupInformer
+	if !c.opts.NoUpstreamWorkloadAPI {
+		claimGroups = factory.Scheduling().V1beta1().PodGroups()
+	}
+	claimClient := c.clientFor("resource-claim-controller")
+	claims, err := resourceclaim.NewController(klog.FromContext(ctx), claimClient, factory.Core().V1().Pods(), claimGroups,
+		factory.Resource().V1().ResourceClaims(), factory.Resource().V1().ResourceClaimTemplates())
+	if err != nil {
+		return fmt.Errorf("create resourceclaim controller: %w", err)
+	}
 	factory.Start(ctx.Done())
 	wg.Go(func() { jobs.Run(ctx, 4) })
+	wg.Go(func() { claims.Run(ctx, 4) })
 	wg.Go(func() {
 		<-ctx.Done()
 		factory.Shutdown()

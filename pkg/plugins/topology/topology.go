@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,10 +104,12 @@ const infeasibleReuse = 10 * time.Second
 type fingerprint struct {
 	nodes int
 	gens  int64
+	// devices is the device epoch (watchDevices).
+	devices uint64
 }
 
-func fingerprintOf(infos []fwk.NodeInfo) fingerprint {
-	f := fingerprint{nodes: len(infos)}
+func (t *Topology) fingerprintOf(infos []fwk.NodeInfo) fingerprint {
+	f := fingerprint{nodes: len(infos), devices: t.deviceEpoch.Load()}
 	for _, ni := range infos {
 		f.gens += ni.GetGeneration()
 	}
@@ -137,6 +140,8 @@ type Topology struct {
 	status *groupstatus.Writer
 	args   Args
 	opts   placement.Options
+	// deviceEpoch moves with device changes (watchDevices).
+	deviceEpoch atomic.Uint64
 
 	mu    sync.Mutex
 	plans map[groups.Key]*plan
@@ -216,6 +221,7 @@ func newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *plug
 	}
 	fed.Subscribe(t.groupChanged)
 	fed.SubscribeGone(t.forgetGroup)
+	t.watchDevices(h)
 	rt.Register(ctx, h, t)
 	return t, nil
 }
@@ -310,7 +316,7 @@ func (t *Topology) usablePlan(root groups.Key, key string) *plan {
 		// the cluster changes.
 		rev, known := t.groups.HierarchyRevision(root)
 		infos, err := t.handle.SnapshotSharedLister().NodeInfos().List()
-		if err == nil && known && rev == p.rev && age < infeasibleReuse && fingerprintOf(infos) == p.snapshot {
+		if err == nil && known && rev == p.rev && age < infeasibleReuse && t.fingerprintOf(infos) == p.snapshot {
 			return p
 		}
 		return nil
@@ -364,7 +370,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	start := time.Now()
 	result, err := table.Plan(input, reserved, opts)
 	planDuration.Observe(time.Since(start).Seconds())
-	p := &plan{created: time.Now(), rev: rev, snapshot: fingerprintOf(infos)}
+	p := &plan{created: time.Now(), rev: rev, snapshot: t.fingerprintOf(infos)}
 	var inf *placement.Infeasible
 	switch {
 	case errors.As(err, &inf):

@@ -1,0 +1,121 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/utils/ptr"
+)
+
+// DeviceDriver is the sandbox's DRA driver: the name it publishes
+// ResourceSlices under, and the DeviceClass that selects its devices.
+const (
+	DeviceDriver = "gpu.phalanx.dev"
+	DeviceClass  = "gpu.phalanx.dev"
+)
+
+// Devices describes the GPUs a simulated driver publishes on each node.
+type Devices struct {
+	// PerNode is how many devices every node gets.
+	PerNode int
+	// Attributes are added to every device of a node, computed from the
+	// node: e.g. an NVLink clique from its rack label.
+	Attributes func(node *corev1.Node, device int) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
+}
+
+// PublishDevices runs upstream's ResourceSlice controller
+// (k8s.io/dynamic-resource-allocation/resourceslice), as a DRA driver's
+// kubelet plugin does, once for every node: each node's slice lists its
+// devices and is owned by the node, so it goes when the node goes. It also
+// creates the DeviceClass that selects the driver's devices. It returns
+// once every node's slice exists; the controllers stop with ctx.
+func PublishDevices(ctx context.Context, client kubernetes.Interface, nodes []*corev1.Node, d Devices) error {
+	if err := EnsureDeviceClass(ctx, client); err != nil {
+		return err
+	}
+	syncDelay := 100 * time.Millisecond
+	// A controller starts with an informer sync of its own: started one
+	// after another they took a second per node.
+	errs := make(chan error, len(nodes))
+	for _, n := range nodes {
+		go func() { errs <- publishNode(ctx, client, n, d, &syncDelay) }()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return waitForSlices(ctx, client, len(nodes))
+}
+
+func publishNode(ctx context.Context, client kubernetes.Interface, n *corev1.Node, d Devices, syncDelay *time.Duration) error {
+	{
+		var devs []resourceapi.Device
+		for i := range d.PerNode {
+			dev := resourceapi.Device{Name: fmt.Sprintf("gpu-%d", i), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"index": {IntValue: ptr.To(int64(i))},
+			}}
+			if d.Attributes != nil {
+				for k, v := range d.Attributes(n, i) {
+					dev.Attributes[k] = v
+				}
+			}
+			devs = append(devs, dev)
+		}
+		ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
+			DriverName: DeviceDriver,
+			KubeClient: client,
+			Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID},
+			Resources:  &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{n.Name: {Slices: []resourceslice.Slice{{Devices: devs}}}}},
+			SyncDelay:  syncDelay,
+		})
+		if err != nil {
+			return fmt.Errorf("publish devices of node %s: %w", n.Name, err)
+		}
+		go func() {
+			<-ctx.Done()
+			ctrl.Stop()
+		}()
+	}
+	return nil
+}
+
+// EnsureDeviceClass creates the DeviceClass of the sandbox driver.
+func EnsureDeviceClass(ctx context.Context, client kubernetes.Interface) error {
+	class := &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: DeviceClass},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{
+			CEL: &resourceapi.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", DeviceDriver)},
+		}}},
+	}
+	_, err := client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func waitForSlices(ctx context.Context, client kubernetes.Interface, want int) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + DeviceDriver})
+		if err == nil && len(list.Items) >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ResourceSlices of %s: want %d, have %d (%v)", DeviceDriver, want, len(list.Items), err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/phalanx-sched/phalanx/pkg/sandbox"
+)
+
+// draMember is a gang member that asks for one device of the sandbox
+// driver's class, through a claim made from template, or through its own
+// claim when template is "".
+func draMember(name, group, template, claim string) *corev1.Pod {
+	p := member{name: name, labels: inGroup(group), cpu: "1"}.pod()
+	pc := corev1.PodResourceClaim{Name: "gpu"}
+	if template != "" {
+		pc.ResourceClaimTemplateName = ptr.To(template)
+	} else {
+		pc.ResourceClaimName = ptr.To(claim)
+	}
+	p.Spec.ResourceClaims = []corev1.PodResourceClaim{pc}
+	p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	return p
+}
+
+func oneGPU() resourceapi.DeviceClaim {
+	return resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+		Name:    "gpu",
+		Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: sandbox.DeviceClass},
+	}}}
+}
+
+// deviceRefusals lists the events of ns that show a member refused for
+// devices after it was planned: what a plan that miscounts devices causes.
+func deviceRefusals(t *testing.T, c *sandbox.Cluster, ns string) []string {
+	evs, err := c.Client.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, e := range evs.Items {
+		if strings.Contains(e.Note, "cannot allocate all claims") || strings.Contains(e.Note, "DynamicResources") {
+			out = append(out, e.Regarding.Name+": "+e.Note)
+		}
+	}
+	return out
+}
+
+// TestDRAGangs: gangs whose members each allocate a GPU through a
+// ResourceClaim, on 2 racks of 4 nodes with one GPU each published by
+// upstream's ResourceSlice controller, claims made from templates by
+// upstream's resourceclaim controller. A plan that counted only cpu would
+// put several members on one node, where the DynamicResources filter
+// refuses all but one and the gang retries as a unit.
+func TestDRAGangs(t *testing.T) {
+	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, Controllers: true, Topology: &sandbox.Topology{
+		Zones: 1, RacksPerZone: 2, NodesPerRack: 4, CPU: "32", Memory: "64Gi", Pods: 110}})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // stops the device publishers before the cluster
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var nodeList []*corev1.Node
+	for i := range nodes.Items {
+		nodeList = append(nodeList, &nodes.Items[i])
+	}
+	require.NoError(t, sandbox.PublishDevices(ctx, c.Client, nodeList, sandbox.Devices{PerNode: 1}))
+	ns := namespace(t, c)
+	_, err = c.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
+		Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: oneGPU()}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	t.Run("a rack gang that needs more devices than a rack has binds nothing and names the class and the shortfall", func(t *testing.T) {
+		createPodGroup(t, c, ns, rackGang("big", 5, sandbox.RackLabel))
+		for i := range 5 {
+			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, draMember(fmt.Sprintf("big-%d", i), "big", "gpu", ""), metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		cond := waitGroupCondition(t, c, ns, "big", "Schedulable", "short 1 device of class "+sandbox.DeviceClass)
+		assert.Contains(t, cond.Message, "fits 4", "a rack holds 4 of the 5 members: one device each")
+		assert.Empty(t, boundPods(t, c, ns))
+		require.NoError(t, c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}, metav1.ListOptions{LabelSelector: "scheduling.phalanx.dev/pod-group=big"}))
+		eventually(t, 30*time.Second, "big's pods gone", func() (bool, error) {
+			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(pods.Items) == 0, err
+		})
+	})
+
+	t.Run("a rack gang of members with claims from a template binds whole, one member per device, with no refusal for devices", func(t *testing.T) {
+		createPodGroup(t, c, ns, rackGang("tmpl", 4, sandbox.RackLabel))
+		for i := range 4 {
+			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, draMember(fmt.Sprintf("tmpl-%d", i), "tmpl", "gpu", ""), metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		eventually(t, 60*time.Second, "4 members of tmpl bound", func() (bool, error) { return countPrefix(boundPods(t, c, ns), "tmpl-") == 4, nil })
+		assert.Len(t, domainsOf(t, c, ns, "tmpl-", sandbox.RackLabel), 1, "one rack")
+		assert.Len(t, domainsOf(t, c, ns, "tmpl-", sandbox.HostnameLabel), 4, "one member per node: each node has one device")
+		assert.Empty(t, deviceRefusals(t, c, ns), "no member was refused for devices after it was planned")
+	})
+
+	t.Run("a rack gang of members with claims of their own binds whole in the other rack", func(t *testing.T) {
+		createPodGroup(t, c, ns, rackGang("own", 4, sandbox.RackLabel))
+		for i := range 4 {
+			name := fmt.Sprintf("own-%d", i)
+			_, err := c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceClaimSpec{Devices: oneGPU()},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			_, err = c.Client.CoreV1().Pods(ns).Create(ctx, draMember(name, "own", "", name), metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		eventually(t, 60*time.Second, "4 members of own bound", func() (bool, error) { return countPrefix(boundPods(t, c, ns), "own-") == 4, nil })
+		assert.Len(t, domainsOf(t, c, ns, "own-", sandbox.RackLabel), 1, "one rack")
+		assert.Len(t, domainsOf(t, c, ns, "own-", sandbox.HostnameLabel), 4, "one member per node")
+		assert.Empty(t, deviceRefusals(t, c, ns))
+		claims, err := c.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		allocated := 0
+		for _, cl := range claims.Items {
+			if cl.Status.Allocation != nil {
+				allocated++
+			}
+		}
+		assert.Equal(t, 8, allocated, "every member of both gangs holds its device")
+	})
+}
+
+func countPrefix(pods map[string]string, prefix string) int {
+	n := 0
+	for name := range pods {
+		if strings.HasPrefix(name, prefix) {
+			n++
+		}
+	}
+	return n
+}
