@@ -20,7 +20,7 @@ package topology
 // after a maximum hold (then the group may not reserve again for as long),
 // or when a higher-ranked gang takes its domain. It is written to the
 // root group's Reserved condition, from which a scheduler that takes over
-// after a failover restores it.
+// after a failover restores what it could have granted itself (restore.go).
 
 import (
 	"context"
@@ -32,7 +32,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -174,17 +173,6 @@ func fmtResources(r placement.Resources) string {
 	return strings.Join(parts, ", ")
 }
 
-// parseHolding reads the domain back from a Holding message.
-func parseHolding(msg string) (key, domain string, ok bool) {
-	rest, found := strings.CutPrefix(msg, "holds ")
-	if !found {
-		return "", "", false
-	}
-	kv, _, _ := strings.Cut(rest, " ")
-	key, domain, ok = strings.Cut(kv, "=")
-	return key, domain, ok && key != "" && domain != ""
-}
-
 // book holds the reservations. It is safe for concurrent use.
 type book struct {
 	mu     sync.Mutex
@@ -322,6 +310,18 @@ func (b *book) list() []*reservation {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].outranks(out[j]) })
 	return out
+}
+
+// heldAny says whether any of nodes is held.
+func (b *book) heldAny(nodes sets.Set[string]) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for n := range nodes {
+		if b.byNode[n] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // heldNodes counts the nodes held now.
@@ -637,6 +637,16 @@ func (r *reserver) cooldownUntil(k groups.Key) (time.Time, bool) {
 	return t, ok
 }
 
+// coolUntil keeps k from holding again before until (or a later end it
+// already has).
+func (r *reserver) coolUntil(k groups.Key, until time.Time) {
+	r.book.mu.Lock()
+	defer r.book.mu.Unlock()
+	if cur, ok := r.book.cooldown[k]; !ok || until.After(cur) {
+		r.book.cooldown[k] = until
+	}
+}
+
 // consider runs after root's plan failed: it reserves a domain for a gang
 // that waited long enough, or refreshes the numbers of the one it holds.
 func (r *reserver) consider(logger klog.Logger, tree *groups.Tree, inf *placement.Infeasible, infos []fwk.NodeInfo) {
@@ -795,9 +805,7 @@ func (r *reserver) sweep() {
 		hold := time.Duration(r.args.MaxHoldSeconds) * time.Second
 		if now.Sub(res.since) >= hold {
 			if r.book.release(res.root) != nil {
-				r.book.mu.Lock()
-				r.book.cooldown[res.root] = now.Add(hold)
-				r.book.mu.Unlock()
+				r.coolUntil(res.root, now.Add(hold))
 				r.ended(res, ReasonExpired, fmt.Sprintf("%s=%s was held for the maximum %s; no new hold before %s", res.key, res.domain, hold, now.Add(hold).UTC().Format(time.RFC3339)))
 			}
 		}
@@ -822,77 +830,6 @@ func (r *reserver) forget(k groups.Key) {
 	r.mu.Lock()
 	delete(r.due, k)
 	r.mu.Unlock()
-}
-
-// restore rebuilds the holds written in groups' Reserved conditions (a
-// scheduler taking over after a failover), highest-ranked first; a hold
-// that overlaps one restored before it ends with reason Overlap, so no
-// node is held twice. A hold past its maximum ends at the next sweep.
-func (r *reserver) restore(logger klog.Logger) {
-	type found struct {
-		k     groups.Key
-		conds []metav1.Condition
-	}
-	var all []found
-	if r.t.groups.PodGroups != nil {
-		if pgs, err := r.t.groups.PodGroups.List(labels.Everything()); err == nil {
-			for _, pg := range pgs {
-				all = append(all, found{groups.Key{Dialect: groups.Phalanx, Kind: groups.PodGroupKind, Namespace: pg.Namespace, Name: pg.Name}, pg.Status.Conditions})
-			}
-		}
-	}
-	if r.t.groups.CompositePodGroups != nil {
-		if cpgs, err := r.t.groups.CompositePodGroups.List(labels.Everything()); err == nil {
-			for _, c := range cpgs {
-				all = append(all, found{groups.Key{Dialect: groups.Phalanx, Kind: groups.CompositeKind, Namespace: c.Namespace, Name: c.Name}, c.Status.Conditions})
-			}
-		}
-	}
-	var cands []*reservation
-	for _, f := range all {
-		c := meta.FindStatusCondition(f.conds, ConditionReserved)
-		if c == nil || c.Status != metav1.ConditionTrue {
-			continue
-		}
-		key, domain, ok := parseHolding(c.Message)
-		if !ok {
-			continue
-		}
-		info, ok := r.t.groups.Get(f.k)
-		if !ok {
-			continue
-		}
-		res := &reservation{root: f.k, key: key, domain: domain, created: info.Created, since: c.LastTransitionTime.Time}
-		tree, err := r.t.groups.TreeOf(f.k)
-		if err != nil {
-			continue
-		}
-		if _, rep, ok := waitedSince(tree); ok {
-			res.priority = groups.PodPriority(rep)
-			res.preempts = groups.PodPolicy(rep) == corev1.PreemptLowerPriority
-		}
-		cands = append(cands, res)
-	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].outranks(cands[j]) })
-	nodes, _ := r.nodes.List(labels.Everything())
-	for _, c := range cands {
-		set := sets.New[string]()
-		for _, n := range nodes {
-			if n.Labels[c.key] == c.domain {
-				set.Insert(n.Name)
-			}
-		}
-		granted, _, why := r.book.offer(c, []domainChoice{{domain: c.domain, nodes: set, end: time.Time{}}}, len(nodes))
-		if !granted {
-			r.t.status.Set(c.root, groupstatus.Condition(ConditionReserved, metav1.ConditionFalse, ReasonRestoreOverlap, "not restored after a scheduler restart: "+why))
-			continue
-		}
-		// The restored hold keeps its start; expected is unknown until
-		// the gang's next plan.
-		c.since = c.since.Truncate(time.Second)
-		logger.V(2).Info("Restored a reservation", "group", c.root, "key", c.key, "domain", c.domain, "since", c.since)
-	}
-	reservationsHeld.Set(float64(len(r.book.list())))
 }
 
 // filter refuses pod a node another hierarchy holds, unless it may backfill.
