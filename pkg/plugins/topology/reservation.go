@@ -25,6 +25,7 @@ package topology
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,7 +62,8 @@ type ReservationArgs struct {
 }
 
 // ReserveAfterAnnotation, on a root PodGroup or CompositePodGroup,
-// overrides afterSeconds for that group; "-1" never reserves for it.
+// lengthens afterSeconds for that group (a shorter value has no effect);
+// "-1" never reserves for it.
 const ReserveAfterAnnotation = "scheduling.phalanx.dev/reserve-after-seconds"
 
 // The Reserved condition and its reasons.
@@ -178,12 +180,25 @@ type book struct {
 	mu     sync.Mutex
 	held   map[groups.Key]*reservation
 	byNode map[string]*reservation
-	// cooldown: a group whose hold expired may not hold again before.
-	cooldown map[groups.Key]time.Time
+	// cooldown: a group whose hold expired may not hold again before. It
+	// is keyed by namespace and name, not by the object, and outlives the
+	// group until it ends: deleting a group and creating it again must not
+	// end the wait. The sweep drops ended entries, so the map holds at
+	// most the holds that expired within the last maxHoldSeconds (a node
+	// is held by one gang at a time, for maxHoldSeconds before it expires,
+	// so a couple per node of the share) plus those restored from Expired
+	// conditions of existing groups.
+	cooldown map[cooldownKey]time.Time
 }
 
+// cooldownKey names a group by namespace and name, whatever its kind or
+// API: the name is what its owner reuses.
+type cooldownKey struct{ namespace, name string }
+
+func cooldownKeyOf(k groups.Key) cooldownKey { return cooldownKey{k.Namespace, k.Name} }
+
 func newBook() *book {
-	return &book{held: map[groups.Key]*reservation{}, byNode: map[string]*reservation{}, cooldown: map[groups.Key]time.Time{}}
+	return &book{held: map[groups.Key]*reservation{}, byNode: map[string]*reservation{}, cooldown: map[cooldownKey]time.Time{}}
 }
 
 // domainChoice is a domain a gang could hold, closest first.
@@ -493,7 +508,8 @@ func (r *reserver) run(ctx context.Context) {
 	})
 }
 
-// afterFor is how long root must wait before a reservation; negative: never.
+// afterFor is how long root must wait before a reservation: afterSeconds,
+// or the group's annotation when that is longer; negative: never.
 func (r *reserver) afterFor(root groups.Key) time.Duration {
 	after := time.Duration(r.args.AfterSeconds) * time.Second
 	var ann map[string]string
@@ -513,10 +529,13 @@ func (r *reserver) afterFor(root groups.Key) time.Duration {
 	}
 	if v, ok := ann[ReserveAfterAnnotation]; ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			if n < 0 {
+			// The annotation is the group owner's, the threshold the
+			// administrator's: a group may wait longer (or never hold),
+			// not take a domain sooner than every other gang.
+			if n < 0 || n > math.MaxInt64/int64(time.Second) {
 				return -1
 			}
-			return time.Duration(n) * time.Second
+			return max(after, time.Duration(n)*time.Second)
 		}
 	}
 	return after
@@ -633,7 +652,7 @@ func (r *reserver) refresh(now time.Time) {
 func (r *reserver) cooldownUntil(k groups.Key) (time.Time, bool) {
 	r.book.mu.Lock()
 	defer r.book.mu.Unlock()
-	t, ok := r.book.cooldown[k]
+	t, ok := r.book.cooldown[cooldownKeyOf(k)]
 	return t, ok
 }
 
@@ -642,8 +661,8 @@ func (r *reserver) cooldownUntil(k groups.Key) (time.Time, bool) {
 func (r *reserver) coolUntil(k groups.Key, until time.Time) {
 	r.book.mu.Lock()
 	defer r.book.mu.Unlock()
-	if cur, ok := r.book.cooldown[k]; !ok || until.After(cur) {
-		r.book.cooldown[k] = until
+	if cur, ok := r.book.cooldown[cooldownKeyOf(k)]; !ok || until.After(cur) {
+		r.book.cooldown[cooldownKeyOf(k)] = until
 	}
 }
 
@@ -819,14 +838,12 @@ func (r *reserver) sweep() {
 	r.book.mu.Unlock()
 }
 
-// forget ends the hold of a deleted group.
+// forget ends the hold of a deleted group. Its cooldown stays until it
+// ends, for a group created again under the same name.
 func (r *reserver) forget(k groups.Key) {
 	if res := r.book.release(k); res != nil {
 		r.ended(res, ReasonGroupDeleted, "")
 	}
-	r.book.mu.Lock()
-	delete(r.book.cooldown, k)
-	r.book.mu.Unlock()
 	r.mu.Lock()
 	delete(r.due, k)
 	r.mu.Unlock()
