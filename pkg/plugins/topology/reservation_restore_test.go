@@ -22,8 +22,8 @@ func restoreArgs() ReservationArgs {
 // nodes, nor a domain the gang could not have been granted.
 func TestRestoredHoldsStayWithinTheShare(t *testing.T) {
 	type claim struct {
-		group, key, msg string
-		created         time.Duration // before the restart
+		parent, group, key, msg string
+		created                 time.Duration // before the restart
 	}
 	rackHold := func(group string, rack int) claim {
 		return claim{group: group, key: testRackKey, created: time.Hour,
@@ -53,6 +53,11 @@ func TestRestoredHoldsStayWithinTheShare(t *testing.T) {
 			wantMax: 4,
 		},
 		{
+			name:   "a hold claimed on a child group, for which no hold is ever granted, is not restored",
+			claims: []claim{{parent: "team", group: "big", key: testRackKey, created: time.Hour, msg: rackHold("", 1).msg}},
+			want:   []string{},
+		},
+		{
 			name:   "a hold of a gang that has not waited afterSeconds is not restored",
 			claims: []claim{{group: "big", key: testRackKey, created: 10 * time.Second, msg: rackHold("", 1).msg}},
 			want:   []string{},
@@ -69,7 +74,7 @@ func TestRestoredHoldsStayWithinTheShare(t *testing.T) {
 			for i, cl := range c.claims {
 				// Distinct creation times rank the gangs g0 first.
 				created := w.now.Add(-cl.created + time.Duration(i)*time.Second)
-				w.gang(cl.group, cl.key, created, nil, holding(cl.msg, w.now.Add(-time.Minute)))
+				w.gangIn(cl.parent, cl.group, cl.key, created, nil, holding(cl.msg, w.now.Add(-time.Minute)))
 			}
 			w.restart()
 			got := w.refused()

@@ -118,10 +118,25 @@ func (w *resvWorld) restart() {
 // pending 4-cpu members, all created at created.
 func (w *resvWorld) gang(name, key string, created time.Time, annotations map[string]string, conds ...metav1.Condition) groups.Key {
 	w.t.Helper()
+	return w.gangIn("", name, key, created, annotations, conds...)
+}
+
+// gangIn is gang as a child of CompositePodGroup parent ("": none), which
+// it creates (a gang of one child) when it does not exist yet.
+func (w *resvWorld) gangIn(parent, name, key string, created time.Time, annotations map[string]string, conds ...metav1.Condition) groups.Key {
+	w.t.Helper()
 	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "ns", Name: name, UID: types.UID(fmt.Sprintf("%s-%d", name, created.UnixNano())),
 		CreationTimestamp: metav1.NewTime(created), Annotations: annotations,
 	}}
+	if parent != "" {
+		cpg := &v1alpha1.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: parent, UID: types.UID(parent), CreationTimestamp: metav1.NewTime(created),
+		}}
+		cpg.Spec.SchedulingPolicy.Gang = &v1alpha1.CompositeGangSchedulingPolicy{MinGroupCount: 1}
+		w.fed.OnComposite(cpg)
+		pg.Spec.ParentCompositePodGroupName = &parent
+	}
 	pg.Spec.SchedulingPolicy.Gang = &v1alpha1.GangSchedulingPolicy{MinCount: 2}
 	pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{Topology: []v1alpha1.TopologyConstraint{{Key: key}}}
 	pg.Status.Conditions = conds

@@ -7,7 +7,8 @@ package topology
 // any Reserved condition, and a condition can outlive the scheduler that
 // wrote it. A condition is therefore read as a claim, never as a grant. A
 // hold is restored only when this scheduler could have granted it:
-//   - the group exists, has pending members, and has waited its threshold;
+//   - the group exists, is the root of its hierarchy, has pending members,
+//     and has waited its threshold;
 //   - the key is one of the hierarchy's topology levels, and some node is
 //     in the domain;
 //   - restored holds, highest-ranked first, stay disjoint and within
@@ -144,6 +145,11 @@ func (r *reserver) check(c claim, now time.Time, nodes []*corev1.Node) (res *res
 	tree, err := r.t.groups.TreeOf(c.root)
 	if err != nil {
 		return nil, "", ""
+	}
+	if tree.Key != c.root {
+		// Holds belong to roots: the book would refuse a child's hold to
+		// its own siblings' pods.
+		return nil, ReasonNotReserved, fmt.Sprintf("holds are made for the root group %s", tree.Key)
 	}
 	waiting, rep, ok := waitedSince(tree)
 	if !ok {
