@@ -37,7 +37,7 @@ const (
 	// pod runs before it marks it Succeeded (pkg/sandbox's
 	// RuntimeAnnotation; this package does not link the sandbox).
 	runtimeAnnotation = "sandbox.phalanx.dev/runtime-seconds"
-	// reserveAfterAnnotation overrides reservation.afterSeconds per group
+	// reserveAfterAnnotation lengthens reservation.afterSeconds per group
 	// (pkg/plugins/topology's ReserveAfterAnnotation).
 	reserveAfterAnnotation = "scheduling.phalanx.dev/reserve-after-seconds"
 	// reservedCondition is the condition PhalanxTopology writes on a gang's

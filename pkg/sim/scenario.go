@@ -148,9 +148,10 @@ type Gang struct {
 	// of a PodGroup object (the TFJob demo). It allows no topologyKey,
 	// disruptionAll or parent, which need an object.
 	LabelPair bool `json:"labelPair,omitempty"`
-	// ReserveAfter overrides the scheduler's reservation.afterSeconds for
+	// ReserveAfter lengthens the scheduler's reservation.afterSeconds for
 	// this gang (the scheduling.phalanx.dev/reserve-after-seconds
-	// annotation of its PodGroup), e.g. 5s; "never" never reserves for it.
+	// annotation of its PodGroup), e.g. 5s; a shorter value has no effect,
+	// and "never" never reserves for it.
 	ReserveAfter string `json:"reserveAfter,omitempty"`
 	// PodPrefix names the pods; default "<name>-".
 	PodPrefix string `json:"podPrefix,omitempty"`

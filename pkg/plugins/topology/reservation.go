@@ -20,11 +20,12 @@ package topology
 // after a maximum hold (then the group may not reserve again for as long),
 // or when a higher-ranked gang takes its domain. It is written to the
 // root group's Reserved condition, from which a scheduler that takes over
-// after a failover restores it.
+// after a failover restores what it could have granted itself (restore.go).
 
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,7 +33,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -62,7 +62,8 @@ type ReservationArgs struct {
 }
 
 // ReserveAfterAnnotation, on a root PodGroup or CompositePodGroup,
-// overrides afterSeconds for that group; "-1" never reserves for it.
+// lengthens afterSeconds for that group (a shorter value has no effect);
+// "-1" never reserves for it.
 const ReserveAfterAnnotation = "scheduling.phalanx.dev/reserve-after-seconds"
 
 // The Reserved condition and its reasons.
@@ -174,28 +175,30 @@ func fmtResources(r placement.Resources) string {
 	return strings.Join(parts, ", ")
 }
 
-// parseHolding reads the domain back from a Holding message.
-func parseHolding(msg string) (key, domain string, ok bool) {
-	rest, found := strings.CutPrefix(msg, "holds ")
-	if !found {
-		return "", "", false
-	}
-	kv, _, _ := strings.Cut(rest, " ")
-	key, domain, ok = strings.Cut(kv, "=")
-	return key, domain, ok && key != "" && domain != ""
-}
-
 // book holds the reservations. It is safe for concurrent use.
 type book struct {
 	mu     sync.Mutex
 	held   map[groups.Key]*reservation
 	byNode map[string]*reservation
-	// cooldown: a group whose hold expired may not hold again before.
-	cooldown map[groups.Key]time.Time
+	// cooldown: a group whose hold expired may not hold again before. It
+	// is keyed by namespace and name, not by the object, and outlives the
+	// group until it ends: deleting a group and creating it again must not
+	// end the wait. The sweep drops ended entries, so the map holds at
+	// most the holds that expired within the last maxHoldSeconds (a node
+	// is held by one gang at a time, for maxHoldSeconds before it expires,
+	// so a couple per node of the share) plus those restored from Expired
+	// conditions of existing groups.
+	cooldown map[cooldownKey]time.Time
 }
 
+// cooldownKey names a group by namespace and name, whatever its kind or
+// API: the name is what its owner reuses.
+type cooldownKey struct{ namespace, name string }
+
+func cooldownKeyOf(k groups.Key) cooldownKey { return cooldownKey{k.Namespace, k.Name} }
+
 func newBook() *book {
-	return &book{held: map[groups.Key]*reservation{}, byNode: map[string]*reservation{}, cooldown: map[groups.Key]time.Time{}}
+	return &book{held: map[groups.Key]*reservation{}, byNode: map[string]*reservation{}, cooldown: map[cooldownKey]time.Time{}}
 }
 
 // domainChoice is a domain a gang could hold, closest first.
@@ -322,6 +325,18 @@ func (b *book) list() []*reservation {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].outranks(out[j]) })
 	return out
+}
+
+// heldAny says whether any of nodes is held.
+func (b *book) heldAny(nodes sets.Set[string]) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for n := range nodes {
+		if b.byNode[n] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // heldNodes counts the nodes held now.
@@ -493,7 +508,8 @@ func (r *reserver) run(ctx context.Context) {
 	})
 }
 
-// afterFor is how long root must wait before a reservation; negative: never.
+// afterFor is how long root must wait before a reservation: afterSeconds,
+// or the group's annotation when that is longer; negative: never.
 func (r *reserver) afterFor(root groups.Key) time.Duration {
 	after := time.Duration(r.args.AfterSeconds) * time.Second
 	var ann map[string]string
@@ -513,10 +529,13 @@ func (r *reserver) afterFor(root groups.Key) time.Duration {
 	}
 	if v, ok := ann[ReserveAfterAnnotation]; ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			if n < 0 {
+			// The annotation is the group owner's, the threshold the
+			// administrator's: a group may wait longer (or never hold),
+			// not take a domain sooner than every other gang.
+			if n < 0 || n > math.MaxInt64/int64(time.Second) {
 				return -1
 			}
-			return time.Duration(n) * time.Second
+			return max(after, time.Duration(n)*time.Second)
 		}
 	}
 	return after
@@ -633,8 +652,18 @@ func (r *reserver) refresh(now time.Time) {
 func (r *reserver) cooldownUntil(k groups.Key) (time.Time, bool) {
 	r.book.mu.Lock()
 	defer r.book.mu.Unlock()
-	t, ok := r.book.cooldown[k]
+	t, ok := r.book.cooldown[cooldownKeyOf(k)]
 	return t, ok
+}
+
+// coolUntil keeps k from holding again before until (or a later end it
+// already has).
+func (r *reserver) coolUntil(k groups.Key, until time.Time) {
+	r.book.mu.Lock()
+	defer r.book.mu.Unlock()
+	if cur, ok := r.book.cooldown[cooldownKeyOf(k)]; !ok || until.After(cur) {
+		r.book.cooldown[cooldownKeyOf(k)] = until
+	}
 }
 
 // consider runs after root's plan failed: it reserves a domain for a gang
@@ -795,9 +824,7 @@ func (r *reserver) sweep() {
 		hold := time.Duration(r.args.MaxHoldSeconds) * time.Second
 		if now.Sub(res.since) >= hold {
 			if r.book.release(res.root) != nil {
-				r.book.mu.Lock()
-				r.book.cooldown[res.root] = now.Add(hold)
-				r.book.mu.Unlock()
+				r.coolUntil(res.root, now.Add(hold))
 				r.ended(res, ReasonExpired, fmt.Sprintf("%s=%s was held for the maximum %s; no new hold before %s", res.key, res.domain, hold, now.Add(hold).UTC().Format(time.RFC3339)))
 			}
 		}
@@ -811,88 +838,15 @@ func (r *reserver) sweep() {
 	r.book.mu.Unlock()
 }
 
-// forget ends the hold of a deleted group.
+// forget ends the hold of a deleted group. Its cooldown stays until it
+// ends, for a group created again under the same name.
 func (r *reserver) forget(k groups.Key) {
 	if res := r.book.release(k); res != nil {
 		r.ended(res, ReasonGroupDeleted, "")
 	}
-	r.book.mu.Lock()
-	delete(r.book.cooldown, k)
-	r.book.mu.Unlock()
 	r.mu.Lock()
 	delete(r.due, k)
 	r.mu.Unlock()
-}
-
-// restore rebuilds the holds written in groups' Reserved conditions (a
-// scheduler taking over after a failover), highest-ranked first; a hold
-// that overlaps one restored before it ends with reason Overlap, so no
-// node is held twice. A hold past its maximum ends at the next sweep.
-func (r *reserver) restore(logger klog.Logger) {
-	type found struct {
-		k     groups.Key
-		conds []metav1.Condition
-	}
-	var all []found
-	if r.t.groups.PodGroups != nil {
-		if pgs, err := r.t.groups.PodGroups.List(labels.Everything()); err == nil {
-			for _, pg := range pgs {
-				all = append(all, found{groups.Key{Dialect: groups.Phalanx, Kind: groups.PodGroupKind, Namespace: pg.Namespace, Name: pg.Name}, pg.Status.Conditions})
-			}
-		}
-	}
-	if r.t.groups.CompositePodGroups != nil {
-		if cpgs, err := r.t.groups.CompositePodGroups.List(labels.Everything()); err == nil {
-			for _, c := range cpgs {
-				all = append(all, found{groups.Key{Dialect: groups.Phalanx, Kind: groups.CompositeKind, Namespace: c.Namespace, Name: c.Name}, c.Status.Conditions})
-			}
-		}
-	}
-	var cands []*reservation
-	for _, f := range all {
-		c := meta.FindStatusCondition(f.conds, ConditionReserved)
-		if c == nil || c.Status != metav1.ConditionTrue {
-			continue
-		}
-		key, domain, ok := parseHolding(c.Message)
-		if !ok {
-			continue
-		}
-		info, ok := r.t.groups.Get(f.k)
-		if !ok {
-			continue
-		}
-		res := &reservation{root: f.k, key: key, domain: domain, created: info.Created, since: c.LastTransitionTime.Time}
-		tree, err := r.t.groups.TreeOf(f.k)
-		if err != nil {
-			continue
-		}
-		if _, rep, ok := waitedSince(tree); ok {
-			res.priority = groups.PodPriority(rep)
-			res.preempts = groups.PodPolicy(rep) == corev1.PreemptLowerPriority
-		}
-		cands = append(cands, res)
-	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].outranks(cands[j]) })
-	nodes, _ := r.nodes.List(labels.Everything())
-	for _, c := range cands {
-		set := sets.New[string]()
-		for _, n := range nodes {
-			if n.Labels[c.key] == c.domain {
-				set.Insert(n.Name)
-			}
-		}
-		granted, _, why := r.book.offer(c, []domainChoice{{domain: c.domain, nodes: set, end: time.Time{}}}, len(nodes))
-		if !granted {
-			r.t.status.Set(c.root, groupstatus.Condition(ConditionReserved, metav1.ConditionFalse, ReasonRestoreOverlap, "not restored after a scheduler restart: "+why))
-			continue
-		}
-		// The restored hold keeps its start; expected is unknown until
-		// the gang's next plan.
-		c.since = c.since.Truncate(time.Second)
-		logger.V(2).Info("Restored a reservation", "group", c.root, "key", c.key, "domain", c.domain, "since", c.since)
-	}
-	reservationsHeld.Set(float64(len(r.book.list())))
 }
 
 // filter refuses pod a node another hierarchy holds, unless it may backfill.
