@@ -21,8 +21,11 @@ const (
 	DeviceClass  = "gpu.phalanx.dev"
 )
 
-// Devices describes the GPUs a simulated driver publishes on each node.
+// Devices describes the devices a simulated driver publishes on each node.
 type Devices struct {
+	// Driver names the driver and the DeviceClass that selects its
+	// devices; default DeviceDriver.
+	Driver string
 	// PerNode is how many devices every node gets.
 	PerNode int
 	// Attributes are added to every device of a node, computed from the
@@ -37,7 +40,10 @@ type Devices struct {
 // creates the DeviceClass that selects the driver's devices. It returns
 // once every node's slice exists; the controllers stop with ctx.
 func PublishDevices(ctx context.Context, client kubernetes.Interface, nodes []*corev1.Node, d Devices) error {
-	if err := EnsureDeviceClass(ctx, client); err != nil {
+	if d.Driver == "" {
+		d.Driver = DeviceDriver
+	}
+	if err := EnsureDeviceClass(ctx, client, d.Driver); err != nil {
 		return err
 	}
 	syncDelay := 100 * time.Millisecond
@@ -52,14 +58,14 @@ func PublishDevices(ctx context.Context, client kubernetes.Interface, nodes []*c
 			return err
 		}
 	}
-	return waitForSlices(ctx, client, len(nodes))
+	return waitForSlices(ctx, client, d.Driver, len(nodes))
 }
 
 func publishNode(ctx context.Context, client kubernetes.Interface, n *corev1.Node, d Devices, syncDelay *time.Duration) error {
 	{
 		var devs []resourceapi.Device
 		for i := range d.PerNode {
-			dev := resourceapi.Device{Name: fmt.Sprintf("gpu-%d", i), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			dev := resourceapi.Device{Name: fmt.Sprintf("dev-%d", i), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 				"index": {IntValue: ptr.To(int64(i))},
 			}}
 			if d.Attributes != nil {
@@ -70,7 +76,7 @@ func publishNode(ctx context.Context, client kubernetes.Interface, n *corev1.Nod
 			devs = append(devs, dev)
 		}
 		ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
-			DriverName: DeviceDriver,
+			DriverName: d.Driver,
 			KubeClient: client,
 			Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID},
 			Resources:  &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{n.Name: {Slices: []resourceslice.Slice{{Devices: devs}}}}},
@@ -87,12 +93,13 @@ func publishNode(ctx context.Context, client kubernetes.Interface, n *corev1.Nod
 	return nil
 }
 
-// EnsureDeviceClass creates the DeviceClass of the sandbox driver.
-func EnsureDeviceClass(ctx context.Context, client kubernetes.Interface) error {
+// EnsureDeviceClass creates the DeviceClass, named as the driver, that
+// selects a sandbox driver's devices.
+func EnsureDeviceClass(ctx context.Context, client kubernetes.Interface, driver string) error {
 	class := &resourceapi.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: DeviceClass},
+		ObjectMeta: metav1.ObjectMeta{Name: driver},
 		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{
-			CEL: &resourceapi.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", DeviceDriver)},
+			CEL: &resourceapi.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", driver)},
 		}}},
 	}
 	_, err := client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{})
@@ -102,15 +109,15 @@ func EnsureDeviceClass(ctx context.Context, client kubernetes.Interface) error {
 	return err
 }
 
-func waitForSlices(ctx context.Context, client kubernetes.Interface, want int) error {
+func waitForSlices(ctx context.Context, client kubernetes.Interface, driver string, want int) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + DeviceDriver})
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + driver})
 		if err == nil && len(list.Items) >= want {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("ResourceSlices of %s: want %d, have %d (%v)", DeviceDriver, want, len(list.Items), err)
+			return fmt.Errorf("ResourceSlices of %s: want %d, have %d (%v)", driver, want, len(list.Items), err)
 		}
 		select {
 		case <-ctx.Done():

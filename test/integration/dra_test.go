@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -131,6 +132,40 @@ func TestDRAGangs(t *testing.T) {
 			}
 		}
 		assert.Equal(t, 8, allocated, "every member of both gangs holds its device")
+	})
+
+	t.Run("a higher-priority gang preempts the pods holding the devices it needs, and leaves a pod holding another class's device alone", func(t *testing.T) {
+		require.NoError(t, sandbox.PublishDevices(ctx, c.Client, nodeList, sandbox.Devices{Driver: "nic.phalanx.dev", PerNode: 1}))
+		_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "urgent"}, Value: 1000}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "nic"},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "nic.phalanx.dev"},
+			}}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		holder := member{name: "nic-holder", cpu: "1"}.pod()
+		holder.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nic", ResourceClaimName: ptr.To("nic")}}
+		_, err = c.Client.CoreV1().Pods(ns).Create(ctx, holder, metav1.CreateOptions{})
+		require.NoError(t, err)
+		waitBound(t, c, ns, "nic-holder", 1)
+
+		pg := rackGang("urgent", 4, sandbox.RackLabel)
+		pg.Spec.PriorityClassName = "urgent"
+		createPodGroup(t, c, ns, pg)
+		for i := range 4 {
+			p := draMember(fmt.Sprintf("urgent-%d", i), "urgent", "gpu", "")
+			p.Spec.PriorityClassName = "urgent"
+			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		eventually(t, 90*time.Second, "4 members of urgent bound", func() (bool, error) { return countPrefix(boundPods(t, c, ns), "urgent-") == 4, nil })
+		assert.Len(t, domainsOf(t, c, ns, "urgent-", sandbox.RackLabel), 1, "one rack")
+		left := len(podNames(t, c, ns, "tmpl-")) + len(podNames(t, c, ns, "own-"))
+		assert.Equal(t, 4, left, "exactly one rack's 4 device holders were evicted")
+		assert.True(t, len(podNames(t, c, ns, "tmpl-")) == 4 || len(podNames(t, c, ns, "own-")) == 4, "the victims are one gang's members")
+		assert.Equal(t, []string{"nic-holder"}, podNames(t, c, ns, "nic-holder"), "the pod holding another class's device stays")
 	})
 }
 
