@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
 
 	"github.com/phalanx-sched/phalanx/pkg/controller"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -35,8 +36,10 @@ var jobsResource = batchv1.SchemeGroupVersion.WithResource("jobs")
 // Only Job metadata is watched: the annotation is all that matters, and a
 // cluster's Jobs with their pod templates would cost far more memory.
 type jobHolds struct {
-	jobs   cache.GenericLister
-	handle fwk.Handle
+	jobs  cache.GenericLister
+	clock clock.WithDelayedExecution
+	// activate moves a held pod back through PreEnqueue.
+	activate func(*corev1.Pod)
 }
 
 func newJobHolds(ctx context.Context, cfg *restclient.Config, h fwk.Handle) (*jobHolds, error) {
@@ -55,7 +58,9 @@ func newJobHolds(ctx context.Context, cfg *restclient.Config, h fwk.Handle) (*jo
 	}); err != nil {
 		return nil, err
 	}
-	j := &jobHolds{jobs: inf.Lister(), handle: h}
+	j := &jobHolds{jobs: inf.Lister(), clock: clock.RealClock{}, activate: func(pod *corev1.Pod) {
+		h.Activate(klog.Background(), map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
+	}}
 	// A held pod is re-examined when its Job appears or its annotations
 	// change (the controller labelling the pod re-examines it anyway).
 	activate := func(obj interface{}) {
@@ -125,9 +130,7 @@ func (j *jobHolds) reason(pod *corev1.Pod) string {
 		// The Job's arrival activates its held pods, but it may arrive
 		// between this lookup and the queue parking the pod, and that
 		// activation would find nothing to move: look again shortly.
-		time.AfterFunc(time.Second, func() {
-			j.handle.Activate(klog.Background(), map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
-		})
+		j.clock.AfterFunc(time.Second, func() { j.activate(pod) })
 	}
 	return jobHoldReason(owner, job)
 }
