@@ -20,8 +20,9 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
 
-	"github.com/phalanx-sched/phalanx/pkg/controller"
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/workloadbuilder"
 )
 
 var jobsResource = batchv1.SchemeGroupVersion.WithResource("jobs")
@@ -140,7 +141,7 @@ func newJobHolds(ctx context.Context, cfg *restclient.Config, h fwk.Handle) (*jo
 		UpdateFunc: func(old, cur interface{}) {
 			o, okO := old.(metav1.Object)
 			n, okN := cur.(metav1.Object)
-			if okO && okN && o.GetAnnotations()[controller.GangAnnotation] == n.GetAnnotations()[controller.GangAnnotation] {
+			if okO && okN && o.GetAnnotations()[v1alpha1.GangAnnotation] == n.GetAnnotations()[v1alpha1.GangAnnotation] {
 				return
 			}
 			activate(cur)
@@ -253,9 +254,9 @@ func jobHoldReason(owner *metav1.OwnerReference, job metav1.Object) string {
 		// removes it, and the current Job's gang is not its business.
 		return ""
 	}
-	if job.GetAnnotations()[controller.GangAnnotation] != "true" {
+	if job.GetAnnotations()[v1alpha1.GangAnnotation] != "true" {
 		return ""
 	}
 	return fmt.Sprintf("waiting for %s to attach the pod to PodGroup %s of gang Job %s",
-		controller.ControllerName, controller.JobPodGroupName(owner.Name), owner.Name)
+		v1alpha1.ControllerName, workloadbuilder.GroupName(owner.Name, v1alpha1.JobTemplateName), owner.Name)
 }

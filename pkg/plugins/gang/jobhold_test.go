@@ -13,7 +13,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/phalanx-sched/phalanx/pkg/controller"
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
 
 func TestJobHoldReason(t *testing.T) {
@@ -26,13 +26,13 @@ func TestJobHoldReason(t *testing.T) {
 		job  metav1.Object
 		want string
 	}{
-		{name: "a gang Job's pod waits for the controller", job: job("uid-1", map[string]string{controller.GangAnnotation: "true"}),
+		{name: "a gang Job's pod waits for the controller", job: job("uid-1", map[string]string{v1alpha1.GangAnnotation: "true"}),
 			want: "waiting for phalanx-controller to attach the pod to PodGroup train-workers of gang Job train"},
 		{name: "a Job the scheduler has not seen yet holds its pod", job: nil,
 			want: "waiting for the scheduler to see Job train, to know whether it is a gang"},
 		{name: "a Job without the annotation does not", job: job("uid-1", nil)},
-		{name: "a Job that opted out does not", job: job("uid-1", map[string]string{controller.GangAnnotation: "false"})},
-		{name: "a pod of an earlier Job of the same name does not", job: job("uid-2", map[string]string{controller.GangAnnotation: "true"})},
+		{name: "a Job that opted out does not", job: job("uid-1", map[string]string{v1alpha1.GangAnnotation: "false"})},
+		{name: "a pod of an earlier Job of the same name does not", job: job("uid-2", map[string]string{v1alpha1.GangAnnotation: "true"})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,7 +127,7 @@ func TestJobHoldsSayWhyTheyStopLooking(t *testing.T) {
 		assert.Contains(t, events[0], "the pod waits for the Job to appear")
 	})
 	t.Run("the Job's arrival decides the pod again", func(t *testing.T) {
-		job := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train", UID: "uid-1", Annotations: map[string]string{controller.GangAnnotation: "true"}}}
+		job := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train", UID: "uid-1", Annotations: map[string]string{v1alpha1.GangAnnotation: "true"}}}
 		j.jobs = jobLister(job)
 		assert.Equal(t, "waiting for phalanx-controller to attach the pod to PodGroup train-workers of gang Job train", j.reason(pod))
 		job.Annotations = nil
