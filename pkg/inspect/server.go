@@ -29,7 +29,18 @@ const maxFitBody = 32 << 20
 // Handler serves the inspector's answers under debugapi.Prefix. It checks
 // no credentials: Secure adds the scheduler's authentication and
 // authorization in front of it.
-func (in *Inspector) Handler() http.Handler {
+func (in *Inspector) Handler() http.Handler { return newHandler(in, in.opts) }
+
+// answerer is what the handler asks: an Inspector, or a stand-in in tests.
+type answerer interface {
+	Groups(ctx context.Context) *debugapi.GroupList
+	Group(ctx context.Context, namespace, name string) (*debugapi.GroupList, error)
+	Explain(ctx context.Context, kind, namespace, name string) (*debugapi.ExplanationList, error)
+	Fit(ctx context.Context, req *debugapi.FitRequest) (*debugapi.FitAnswer, error)
+	Top(ctx context.Context, keys []string) (*debugapi.Top, error)
+}
+
+func newHandler(in answerer, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+debugapi.GroupsPath, func(w http.ResponseWriter, r *http.Request) {
 		reply(w, in.Groups(r.Context()), nil)
@@ -68,19 +79,19 @@ func (in *Inspector) Handler() http.Handler {
 		t, err := in.Top(r.Context(), keys)
 		reply(w, t, err)
 	})
-	if in.opts.Leading == nil {
+	if opts.Leading == nil {
 		return mux
 	}
 	// A standby replica's caches may be warm, but it plans and reserves
 	// nothing: its answers would describe a scheduler that is not running.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		leading, leader, err := in.opts.Leading(r.Context())
+		leading, leader, err := opts.Leading(r.Context())
 		if err != nil {
 			reply(w, nil, &requestError{code: http.StatusServiceUnavailable, msg: fmt.Sprintf("cannot tell whether this replica leads: %v", err)})
 			return
 		}
 		if !leading {
-			reply(w, nil, &requestError{code: http.StatusServiceUnavailable, msg: fmt.Sprintf("%s is not the leading replica; %q is: ask it", in.opts.Identity, leader)})
+			reply(w, nil, &requestError{code: http.StatusServiceUnavailable, msg: fmt.Sprintf("%s is not the leading replica; %q is: ask it", opts.Identity, leader)})
 			return
 		}
 		mux.ServeHTTP(w, r)
