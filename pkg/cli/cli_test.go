@@ -156,6 +156,9 @@ func TestAnswerErrorsSayWhatToAskFor(t *testing.T) {
 	status, _ := json.Marshal(metav1.Status{Message: `forbidden: User "alice" cannot get path "/debug/phalanx/top"`})
 	err := answerError(http.StatusForbidden, debugapi.TopPath, status)
 	assert.EqualError(t, err, `the scheduler refused /debug/phalanx/top: forbidden: User "alice" cannot get path "/debug/phalanx/top" (ask for the ClusterRole phalanx-diagnostics)`)
+	status, _ = json.Marshal(metav1.Status{Message: `forbidden: User "alice" cannot post path "/debug/phalanx/fit"`})
+	assert.EqualError(t, answerError(http.StatusForbidden, debugapi.FitPath, status),
+		`the scheduler refused /debug/phalanx/fit: forbidden: User "alice" cannot post path "/debug/phalanx/fit" (ask for the ClusterRole phalanx-diagnostics-fit)`)
 	body, _ := json.Marshal(debugapi.Error{Message: "pod t/x not found"})
 	assert.EqualError(t, answerError(http.StatusNotFound, debugapi.ExplainPath, body), "pod t/x not found")
 	assert.ErrorContains(t, answerError(http.StatusUnauthorized, debugapi.TopPath, []byte("Unauthorized")), "did not accept your credentials")

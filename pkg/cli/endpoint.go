@@ -220,7 +220,12 @@ func answerError(code int, path string, body []byte) error {
 	case http.StatusUnauthorized:
 		return fmt.Errorf("the scheduler did not accept your credentials: %s", msg)
 	case http.StatusForbidden:
-		return fmt.Errorf("the scheduler refused %s: %s (ask for the ClusterRole phalanx-diagnostics)", path, msg)
+		role := "phalanx-diagnostics"
+		if path == debugapi.FitPath {
+			// Reading is granted apart from fit, which runs the planner.
+			role = "phalanx-diagnostics-fit"
+		}
+		return fmt.Errorf("the scheduler refused %s: %s (ask for the ClusterRole %s)", path, msg, role)
 	}
 	return errors.New(msg)
 }

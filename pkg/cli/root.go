@@ -38,7 +38,8 @@ come from the scheduler's own planner and view of the cluster.
 The scheduler is found through --scheduler-url, else the kubeconfig's
 cluster entry (extension phalanx.dev/scheduler, which the sandbox writes),
 else the pod holding the scheduler's Lease (--scheduler-namespace,
---scheduler-lease). Callers need the ClusterRole phalanx-diagnostics.`,
+--scheduler-lease). Callers need the ClusterRole phalanx-diagnostics, and
+phalanx-diagnostics-fit for fit.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -43,7 +43,7 @@ func setWorkloadCondition(ctx context.Context, client versioned.Interface, cache
 		if !meta.SetStatusCondition(&w.Status.Conditions, c) {
 			return nil
 		}
-		if _, err := api.UpdateStatus(ctx, w, metav1.UpdateOptions{FieldManager: ControllerName}); err != nil {
+		if _, err := api.UpdateStatus(ctx, w, metav1.UpdateOptions{FieldManager: v1alpha1.ControllerName}); err != nil {
 			return err
 		}
 		changed = true

@@ -89,7 +89,7 @@ func New(kube kubernetes.Interface, phalanx versioned.Interface, opts Options) (
 			return nil, err
 		}
 		c.broadcaster = record.NewBroadcaster()
-		recorder = c.broadcaster.NewRecorder(scheme, corev1.EventSource{Component: ControllerName})
+		recorder = c.broadcaster.NewRecorder(scheme, corev1.EventSource{Component: v1alpha1.ControllerName})
 	}
 
 	pods := c.kubeInformers.Core().V1().Pods().Informer()

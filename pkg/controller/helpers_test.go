@@ -139,7 +139,7 @@ func (f *fixture) pod(name string) *corev1.Pod {
 
 // gangJob is an opted-in Job whose pod template carries the gang gate.
 func gangJob(name string, parallelism *int32, annotations ...string) *batchv1.Job {
-	ann := map[string]string{GangAnnotation: "true"}
+	ann := map[string]string{v1alpha1.GangAnnotation: "true"}
 	for i := 0; i+1 < len(annotations); i += 2 {
 		ann[annotations[i]] = annotations[i+1]
 	}
@@ -168,7 +168,7 @@ func jobObjects(t *testing.T, job *batchv1.Job) (*v1alpha1.Workload, *v1alpha1.P
 	owner := wb.WorkloadOwnerReference(w)
 	b, err := wb.NewBuilderFromExistingWorkload(w, wb.BuildOptions{Owner: &owner})
 	require.NoError(t, err)
-	pg, err := b.NewPodGroup(JobPodGroupName(job.Name), JobTemplateName)
+	pg, err := b.NewPodGroup(JobPodGroupName(job.Name), v1alpha1.JobTemplateName)
 	require.NoError(t, err)
 	pg.UID = types.UID("uid-pg-" + pg.Name)
 	return w, pg

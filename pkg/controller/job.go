@@ -127,7 +127,7 @@ func newJobController(kube kubernetes.Interface, client versioned.Interface, job
 	// Workload, hence its name, is known from spec.workloadRef.
 	podGroupChanged := func(pg *v1alpha1.PodGroup, pods bool) {
 		ref := pg.Spec.WorkloadRef
-		if ref == nil || ref.TemplateName != JobTemplateName {
+		if ref == nil || ref.TemplateName != v1alpha1.JobTemplateName {
 			return
 		}
 		c.jobLoop.enqueue(pg.Namespace, ref.WorkloadName)
@@ -292,7 +292,7 @@ func (c *jobController) syncJob(ctx context.Context, key cache.ObjectName) error
 func withJobMinCount(job *batchv1.Job, w *v1alpha1.Workload) *v1alpha1.Workload {
 	w = w.DeepCopy()
 	for i := range w.Spec.PodGroupTemplates {
-		if t := &w.Spec.PodGroupTemplates[i]; t.Name == JobTemplateName && t.SchedulingPolicy.Gang != nil {
+		if t := &w.Spec.PodGroupTemplates[i]; t.Name == v1alpha1.JobTemplateName && t.SchedulingPolicy.Gang != nil {
 			t.SchedulingPolicy.Gang.MinCount = jobPodsStillToRun(job, t.SchedulingPolicy.Gang.MinCount)
 		}
 	}
@@ -322,7 +322,7 @@ func (c *jobController) reportInvalid(ctx context.Context, job *batchv1.Job, exi
 }
 
 func (c *jobController) createWorkload(ctx context.Context, job *batchv1.Job, w *v1alpha1.Workload) error {
-	if _, err := c.client.SchedulingV1alpha1().Workloads(w.Namespace).Create(ctx, w, metav1.CreateOptions{FieldManager: ControllerName}); err != nil {
+	if _, err := c.client.SchedulingV1alpha1().Workloads(w.Namespace).Create(ctx, w, metav1.CreateOptions{FieldManager: v1alpha1.ControllerName}); err != nil {
 		// AlreadyExists means our cache is behind: retry once it caught up.
 		return fmt.Errorf("create Workload %s/%s for Job: %w", w.Namespace, w.Name, err)
 	}
@@ -356,11 +356,11 @@ func (c *jobController) syncMinCount(ctx context.Context, job *batchv1.Job, w *v
 	if have, ok := gangMinCount(w); ok && have != want {
 		updated := w.DeepCopy()
 		for i := range updated.Spec.PodGroupTemplates {
-			if t := &updated.Spec.PodGroupTemplates[i]; t.Name == JobTemplateName && t.SchedulingPolicy.Gang != nil {
+			if t := &updated.Spec.PodGroupTemplates[i]; t.Name == v1alpha1.JobTemplateName && t.SchedulingPolicy.Gang != nil {
 				t.SchedulingPolicy.Gang.MinCount = want
 			}
 		}
-		if _, err := c.client.SchedulingV1alpha1().Workloads(w.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: ControllerName}); err != nil {
+		if _, err := c.client.SchedulingV1alpha1().Workloads(w.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: v1alpha1.ControllerName}); err != nil {
 			return fmt.Errorf("update minCount of Workload %s/%s to %d: %w", w.Namespace, w.Name, want, err)
 		}
 	}
@@ -379,7 +379,7 @@ func (c *jobController) syncMinCount(ctx context.Context, job *batchv1.Job, w *v
 	}
 	patch := fmt.Appendf(nil, `{"spec":{"schedulingPolicy":{"gang":{"minCount":%d}}}}`, want)
 	if _, err := c.client.SchedulingV1alpha1().PodGroups(pg.Namespace).Patch(ctx, pg.Name, types.MergePatchType, patch,
-		metav1.PatchOptions{FieldManager: ControllerName}); err != nil {
+		metav1.PatchOptions{FieldManager: v1alpha1.ControllerName}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

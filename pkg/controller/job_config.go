@@ -18,7 +18,7 @@ import (
 // annotation or field the user has to edit.
 var (
 	annotationsPath   = field.NewPath("metadata", "annotations")
-	gangPath          = annotationsPath.Key(GangAnnotation)
+	gangPath          = annotationsPath.Key(v1alpha1.GangAnnotation)
 	minCountPath      = annotationsPath.Key(MinCountAnnotation)
 	topologyKeyPath   = annotationsPath.Key(TopologyKeyAnnotation)
 	preferredPath     = annotationsPath.Key(PreferredTopologyAnnotation)
@@ -32,7 +32,7 @@ var (
 // is an error rather than a silent no, since the user clearly meant
 // something.
 func gangRequested(job *batchv1.Job) (bool, *field.Error) {
-	v, ok := job.Annotations[GangAnnotation]
+	v, ok := job.Annotations[v1alpha1.GangAnnotation]
 	if !ok {
 		return false, nil
 	}
@@ -188,7 +188,7 @@ func readJobGang(job *batchv1.Job) jobGang {
 	if podsAtOnce > 0 {
 		defaults.MinCount = &podsAtOnce
 	}
-	g.item = &wb.WorkloadItem{Name: JobTemplateName, Path: gangPath, Defaults: defaults, Input: in}
+	g.item = &wb.WorkloadItem{Name: v1alpha1.JobTemplateName, Path: gangPath, Defaults: defaults, Input: in}
 	return g
 }
 
@@ -227,7 +227,7 @@ func desiredJobWorkload(ctx context.Context, job *batchv1.Job, g jobGang, old *v
 func gangMinCount(w *v1alpha1.Workload) (int32, bool) {
 	for i := range w.Spec.PodGroupTemplates {
 		t := &w.Spec.PodGroupTemplates[i]
-		if t.Name == JobTemplateName && t.SchedulingPolicy.Gang != nil {
+		if t.Name == v1alpha1.JobTemplateName && t.SchedulingPolicy.Gang != nil {
 			return t.SchedulingPolicy.Gang.MinCount, true
 		}
 	}

@@ -9,13 +9,15 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
 
 func TestGangJobWorkloadIsTheControllersWorkload(t *testing.T) {
 	ctx := context.Background()
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns", Annotations: map[string]string{
-			GangAnnotation: "true", TopologyKeyAnnotation: "topology.phalanx.dev/rack",
+			v1alpha1.GangAnnotation: "true", TopologyKeyAnnotation: "topology.phalanx.dev/rack",
 		}},
 		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](4), Completions: ptr.To[int32](6)},
 	}

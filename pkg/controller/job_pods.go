@@ -47,7 +47,7 @@ func (c *jobController) syncPod(ctx context.Context, key cache.ObjectName) error
 		if gated {
 			c.warnOnce(job, EventGatedWithoutGang, fmt.Sprintf(
 				"the Job's pods carry the scheduling gate %s, but the Job is not a gang Job, so nothing removes the gate and they stay pending: add the annotation %s: \"true\" or remove the gate from the pod template",
-				GangSchedulingGate, GangAnnotation))
+				GangSchedulingGate, v1alpha1.GangAnnotation))
 		}
 		return nil
 	}
@@ -82,7 +82,7 @@ func (c *jobController) syncPod(ctx context.Context, key cache.ObjectName) error
 		return err
 	}
 	_, err = c.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data,
-		metav1.PatchOptions{FieldManager: ControllerName})
+		metav1.PatchOptions{FieldManager: v1alpha1.ControllerName})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}

@@ -94,7 +94,7 @@ func TestJobPodsAreAttachedAndReleased(t *testing.T) {
 
 	t.Run("gated pods of a Job that is not a gang are reported once per Job", func(t *testing.T) {
 		job := gangJob("train", ptr.To[int32](2))
-		delete(job.Annotations, GangAnnotation)
+		delete(job.Annotations, v1alpha1.GangAnnotation)
 		a, b := jobPod(job, "train-a"), jobPod(job, "train-b")
 		f := newFixture(t, job, a, b)
 		require.NoError(t, f.c.jobs.syncPod(ctx, key(a.Name)))
@@ -103,7 +103,7 @@ func TestJobPodsAreAttachedAndReleased(t *testing.T) {
 		assert.Empty(t, writes(f.kube.Actions()), "the gate is the user's to remove")
 		events := f.drainEvents()
 		assert.Len(t, events, 1)
-		assert.True(t, hasEvent(events, "Warning", EventGatedWithoutGang, GangAnnotation))
+		assert.True(t, hasEvent(events, "Warning", EventGatedWithoutGang, v1alpha1.GangAnnotation))
 	})
 
 	t.Run("finished and terminating pods are not touched", func(t *testing.T) {

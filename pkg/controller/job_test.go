@@ -53,7 +53,7 @@ func TestJobIntegrationCreatesTheWorkload(t *testing.T) {
 			assert.Equal(t, &v1alpha1.TypedLocalObjectReference{APIGroup: "batch", Kind: "Job", Name: "train"}, w.Spec.ControllerRef)
 			require.Len(t, w.Spec.PodGroupTemplates, 1)
 			tmpl := w.Spec.PodGroupTemplates[0]
-			assert.Equal(t, JobTemplateName, tmpl.Name)
+			assert.Equal(t, v1alpha1.JobTemplateName, tmpl.Name)
 			require.NotNil(t, tmpl.SchedulingPolicy.Gang)
 			assert.Equal(t, tc.wantMinCount, tmpl.SchedulingPolicy.Gang.MinCount)
 			if tc.wantTopology == "" {
@@ -98,8 +98,8 @@ func TestJobIntegrationCreatesTheWorkload(t *testing.T) {
 
 	t.Run("a Job without the annotation, or with it set to false, is left alone", func(t *testing.T) {
 		plain := gangJob("plain", ptr.To[int32](2))
-		delete(plain.Annotations, GangAnnotation)
-		off := gangJob("off", ptr.To[int32](2), GangAnnotation, "false")
+		delete(plain.Annotations, v1alpha1.GangAnnotation)
+		off := gangJob("off", ptr.To[int32](2), v1alpha1.GangAnnotation, "false")
 		f := newFixture(t, plain, off)
 		require.NoError(t, f.c.jobs.syncJob(context.Background(), key("plain")))
 		require.NoError(t, f.c.jobs.syncJob(context.Background(), key("off")))
@@ -167,7 +167,7 @@ func TestJobIntegrationReportsInvalidAnnotationsAtTheirFieldPaths(t *testing.T) 
 		},
 		{
 			name:   "a gang annotation that is neither true nor false",
-			mutate: func(j *batchv1.Job) { j.Annotations[GangAnnotation] = "yes" },
+			mutate: func(j *batchv1.Job) { j.Annotations[v1alpha1.GangAnnotation] = "yes" },
 			want:   `metadata.annotations[scheduling.phalanx.dev/gang]: Unsupported value: "yes": supported values: "true", "false"`,
 		},
 		{

@@ -10,13 +10,8 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/workloadbuilder"
 )
 
-// ControllerName is the event source and the field manager of every write.
-const ControllerName = "phalanx-controller"
-
-// The Job integration's user interface.
+// The Job integration's user interface, besides v1alpha1.GangAnnotation.
 const (
-	// GangAnnotation opts a batch/v1 Job in: "true" makes its pods one gang.
-	GangAnnotation = "scheduling.phalanx.dev/gang"
 	// MinCountAnnotation overrides the gang's minCount (a positive integer).
 	// Without it minCount follows the Job's parallelism (capped by what
 	// remains to run, see jobPodsStillToRun).
@@ -33,9 +28,6 @@ const (
 	// pod away from the scheduler until the controller has attached it to
 	// the PodGroup; the controller removes it in the same write.
 	GangSchedulingGate = "scheduling.phalanx.dev/gang"
-	// JobTemplateName is the name of the one podGroupTemplate of a Job's
-	// Workload, so a Job's PodGroup is named <job>-workers.
-	JobTemplateName = "workers"
 )
 
 // Workload condition types. Each has exactly one writer.
@@ -59,10 +51,10 @@ const (
 var jobKind = schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}
 
 // JobPodGroupName is the PodGroup a gang Job's pods join: the Workload is
-// named after the Job and has one template, JobTemplateName. A controller
+// named after the Job and has one template, v1alpha1.JobTemplateName. A controller
 // that puts the pod-group label in the Job's template itself uses this name.
 func JobPodGroupName(jobName string) string {
-	return workloadbuilder.GroupName(jobName, JobTemplateName)
+	return workloadbuilder.GroupName(jobName, v1alpha1.JobTemplateName)
 }
 
 // Pod indexes shared by the Job integration and the status controller.

@@ -140,7 +140,7 @@ func (c *statusController) write(ctx context.Context, pg *v1alpha1.PodGroup, wan
 		return err
 	}
 	_, err = c.client.SchedulingV1alpha1().PodGroups(pg.Namespace).Patch(ctx, pg.Name, types.MergePatchType, data,
-		metav1.PatchOptions{FieldManager: ControllerName}, "status")
+		metav1.PatchOptions{FieldManager: v1alpha1.ControllerName}, "status")
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

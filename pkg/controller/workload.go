@@ -184,7 +184,7 @@ func (c *workloadController) ensurePodGroup(ctx context.Context, w *v1alpha1.Wor
 		return false, err
 	}
 	api := c.client.SchedulingV1alpha1().PodGroups(g.Namespace)
-	_, err = api.Create(ctx, g, metav1.CreateOptions{FieldManager: ControllerName})
+	_, err = api.Create(ctx, g, metav1.CreateOptions{FieldManager: v1alpha1.ControllerName})
 	if apierrors.IsAlreadyExists(err) {
 		// Our cache is behind; judge the object the API server has.
 		live, getErr := api.Get(ctx, g.Name, metav1.GetOptions{})
@@ -210,7 +210,7 @@ func (c *workloadController) ensureComposite(ctx context.Context, w *v1alpha1.Wo
 		return false, err
 	}
 	api := c.client.SchedulingV1alpha1().CompositePodGroups(g.Namespace)
-	_, err = api.Create(ctx, g, metav1.CreateOptions{FieldManager: ControllerName})
+	_, err = api.Create(ctx, g, metav1.CreateOptions{FieldManager: v1alpha1.ControllerName})
 	if apierrors.IsAlreadyExists(err) {
 		live, getErr := api.Get(ctx, g.Name, metav1.GetOptions{})
 		if getErr != nil {

@@ -21,6 +21,8 @@ import (
 	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	xversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	xlisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+
+	"github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
 
 // xDiscoveryInterval is how often the controller asks the API server
@@ -361,7 +363,7 @@ func (c *xStatusController) write(ctx context.Context, pg *xv1alpha1.PodGroup, w
 		return err
 	}
 	_, err = c.client.SchedulingV1alpha1().PodGroups(pg.Namespace).Patch(ctx, pg.Name, types.MergePatchType, data,
-		metav1.PatchOptions{FieldManager: ControllerName}, "status")
+		metav1.PatchOptions{FieldManager: v1alpha1.ControllerName}, "status")
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -24,9 +24,6 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 )
 
-// maxFitPods bounds a fit request: the planner takes every pod of it.
-const maxFitPods = 20000
-
 // hypothetical is a fit request read into a group cache of its own, as the
 // scheduler's would hold it once the objects were created.
 type hypothetical struct {
@@ -124,9 +121,6 @@ func decodeFit(req *debugapi.FitRequest) (*hypothetical, error) {
 		}
 		h.cache.SetGroup(key, spec)
 		h.keys = append(h.keys, key)
-	}
-	if len(h.pods) > maxFitPods {
-		return nil, badRequest("%d pods: fit takes at most %d", len(h.pods), maxFitPods)
 	}
 	for _, pod := range h.pods {
 		// What the Priority admission plugin would set once the class

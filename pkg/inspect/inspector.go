@@ -65,6 +65,9 @@ type Options struct {
 	// Parallelism is the scheduler's (KubeSchedulerConfiguration
 	// parallelism), for the probes; 0 takes the framework's default.
 	Parallelism int
+	// Limits bound the requests the Handler takes; zero fields take
+	// DefaultLimits.
+	Limits Limits
 }
 
 // Inspector answers diagnostics questions for one scheduler.
@@ -188,6 +191,11 @@ func newShadow(ctx context.Context, cfg *config.KubeSchedulerProfile, real frame
 // refresh brings the inspector's snapshot up to the scheduler's cache and
 // returns its nodes. Callers hold in.mu.
 func (in *Inspector) refresh(ctx context.Context) ([]fwk.NodeInfo, error) {
+	// A request that timed out while it waited for its turn has no one
+	// left to answer.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := in.sched.Cache.UpdateSnapshot(klog.FromContext(ctx), in.snap); err != nil {
 		return nil, fmt.Errorf("snapshot the scheduler's cache: %w", err)
 	}

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -23,13 +21,23 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
 )
 
-// maxFitBody bounds a fit request's body.
-const maxFitBody = 32 << 20
-
 // Handler serves the inspector's answers under debugapi.Prefix. It checks
 // no credentials: Secure adds the scheduler's authentication and
 // authorization in front of it.
-func (in *Inspector) Handler() http.Handler {
+func (in *Inspector) Handler() http.Handler { return newHandler(in, in.opts) }
+
+// answerer is what the handler asks: an Inspector, or a stand-in in tests.
+type answerer interface {
+	Groups(ctx context.Context) *debugapi.GroupList
+	Group(ctx context.Context, namespace, name string) (*debugapi.GroupList, error)
+	Explain(ctx context.Context, kind, namespace, name string) (*debugapi.ExplanationList, error)
+	Fit(ctx context.Context, req *debugapi.FitRequest) (*debugapi.FitAnswer, error)
+	Top(ctx context.Context, keys []string) (*debugapi.Top, error)
+}
+
+// newHandler serves in's answers within opts.Limits.
+func newHandler(in answerer, opts Options) http.Handler {
+	lim := opts.Limits.orDefault()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+debugapi.GroupsPath, func(w http.ResponseWriter, r *http.Request) {
 		reply(w, in.Groups(r.Context()), nil)
@@ -43,15 +51,15 @@ func (in *Inspector) Handler() http.Handler {
 		reply(w, e, err)
 	})
 	mux.HandleFunc("POST "+debugapi.FitPath, func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxFitBody+1))
-		if err == nil && len(body) > maxFitBody {
-			err = badRequest("the request is larger than %d bytes", maxFitBody)
-		}
+		body, err := readBody(w, r, lim.MaxRequestBytes)
 		req := &debugapi.FitRequest{}
 		if err == nil {
 			if jerr := json.Unmarshal(body, req); jerr != nil {
 				err = badRequest("read the fit request: %v", jerr)
 			}
+		}
+		if err == nil {
+			err = fitPods(req, lim.MaxFitPods)
 		}
 		if err != nil {
 			reply(w, nil, err)
@@ -61,26 +69,33 @@ func (in *Inspector) Handler() http.Handler {
 		reply(w, a, err)
 	})
 	mux.HandleFunc("GET "+debugapi.TopPath, func(w http.ResponseWriter, r *http.Request) {
-		var keys []string
-		if k := r.URL.Query().Get("keys"); k != "" {
-			keys = strings.Split(k, ",")
+		keys, err := labelKeys(r, lim.MaxTopKeys)
+		if err != nil {
+			reply(w, nil, err)
+			return
 		}
 		t, err := in.Top(r.Context(), keys)
 		reply(w, t, err)
 	})
-	if in.opts.Leading == nil {
-		return mux
+	h := http.Handler(mux)
+	if opts.Leading != nil {
+		h = leaderOnly(mux, opts)
 	}
-	// A standby replica's caches may be warm, but it plans and reserves
-	// nothing: its answers would describe a scheduler that is not running.
+	return withTimeout(limitInFlight(h, lim.MaxInFlight), lim.RequestTimeout)
+}
+
+// leaderOnly answers only on the leading replica. A standby replica's
+// caches may be warm, but it plans and reserves nothing: its answers would
+// describe a scheduler that is not running.
+func leaderOnly(mux http.Handler, opts Options) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		leading, leader, err := in.opts.Leading(r.Context())
+		leading, leader, err := opts.Leading(r.Context())
 		if err != nil {
 			reply(w, nil, &requestError{code: http.StatusServiceUnavailable, msg: fmt.Sprintf("cannot tell whether this replica leads: %v", err)})
 			return
 		}
 		if !leading {
-			reply(w, nil, &requestError{code: http.StatusServiceUnavailable, msg: fmt.Sprintf("%s is not the leading replica; %q is: ask it", in.opts.Identity, leader)})
+			reply(w, nil, &requestError{code: http.StatusServiceUnavailable, msg: fmt.Sprintf("%s is not the leading replica; %q is: ask it", opts.Identity, leader)})
 			return
 		}
 		mux.ServeHTTP(w, r)

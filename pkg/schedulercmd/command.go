@@ -64,13 +64,16 @@ func NewCommand() *cobra.Command {
 	opts := options.NewOptions()
 	port := DefaultPort
 	drainTimeout := graceful.DefaultDrainTimeout
+	limits := inspect.DefaultLimits()
 	cmd := &cobra.Command{
 		Use: "phalanx-scheduler",
 		Long: `phalanx-scheduler is kube-scheduler with the Phalanx plugins compiled in:
 gang scheduling, groups of gangs, topology-aware placement of whole groups
 and group-level preemption. It takes every kube-scheduler flag; enable the
 plugins in the --config profile. It also serves /debug/phalanx for
-kubectl phalanx (--phalanx-port).
+kubectl phalanx (--phalanx-port), within limits on each request's size and
+time and on how many are taken at once (--phalanx-max-*,
+--phalanx-request-timeout).
 
 On SIGTERM it stops scheduling, lets nothing more through Permit, and
 waits up to --` + DrainTimeoutFlag + ` for the binds already let through,
@@ -81,7 +84,12 @@ Lease; then it stops as kube-scheduler does.`,
 			return opts.ComponentGlobalsRegistry.Set()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return run(cmd, opts, port, drainTimeout)
+			// Checked before anything starts: a bad limit is a typo to
+			// fix, not something to find once the scheduler is running.
+			if err := limits.Validate(); err != nil {
+				return err
+			}
+			return run(cmd, opts, port, drainTimeout, limits)
 		},
 		Args: func(cmd *cobra.Command, args []string) error {
 			for _, a := range args {
@@ -95,13 +103,25 @@ Lease; then it stops as kube-scheduler does.`,
 	nfs := opts.Flags
 	verflag.AddFlags(nfs.FlagSet("global"))
 	globalflag.AddGlobalFlags(nfs.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
-	nfs.FlagSet("phalanx").IntVar(&port, "phalanx-port", port,
+	pfs := nfs.FlagSet("phalanx")
+	pfs.IntVar(&port, "phalanx-port", port,
 		"HTTPS port of /debug/phalanx (kubectl phalanx explain, fit and top), on --bind-address, with the certificate, "+
-			"authentication and authorization of --secure-port; callers need get (and post, for fit) on the non-resource URL "+
-			"/debug/phalanx/*. 0 turns it off, as does --secure-port=0.")
-	nfs.FlagSet("phalanx").DurationVar(&drainTimeout, DrainTimeoutFlag, drainTimeout,
+			"authentication and authorization of --secure-port; callers need get on the non-resource URL /debug/phalanx/* "+
+			"(ClusterRole phalanx-diagnostics), and post on /debug/phalanx/fit for fit (ClusterRole phalanx-diagnostics-fit). "+
+			"0 turns it off, as does --secure-port=0.")
+	pfs.DurationVar(&drainTimeout, DrainTimeoutFlag, drainTimeout,
 		"On SIGTERM, how long to wait for the binds already let through Permit before stopping, so that no gang is left bound below its minimum. "+
 			"Keep it below the pod's terminationGracePeriodSeconds. 0 stops at once.")
+	pfs.Int64Var(&limits.MaxRequestBytes, inspect.FlagMaxRequestBytes, limits.MaxRequestBytes,
+		"Largest request body /debug/phalanx takes, in bytes (a fit request needs a few KiB per pod); larger ones get 413.")
+	pfs.IntVar(&limits.MaxFitPods, inspect.FlagMaxFitPods, limits.MaxFitPods,
+		"Most pods one fit request may hold; the planner and the victim search run over all of them inside the scheduler. More get 413.")
+	pfs.IntVar(&limits.MaxTopKeys, inspect.FlagMaxTopKeys, limits.MaxTopKeys,
+		"Most node label keys one top request may ask for; more get 400.")
+	pfs.DurationVar(&limits.RequestTimeout, inspect.FlagRequestTimeout, limits.RequestTimeout,
+		"Longest a /debug/phalanx request may take, including its wait for the requests before it (they are answered one at a time); a slower one gets 503.")
+	pfs.IntVar(&limits.MaxInFlight, inspect.FlagMaxRequestsInflight, limits.MaxInFlight,
+		"Most /debug/phalanx requests answered or waiting at once; more get 429 with Retry-After.")
 	for _, f := range nfs.FlagSets {
 		cmd.Flags().AddFlagSet(f)
 	}
@@ -113,7 +133,7 @@ Lease; then it stops as kube-scheduler does.`,
 	return cmd
 }
 
-func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.Duration) error {
+func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.Duration, limits inspect.Limits) error {
 	verflag.PrintAndExitIfRequested()
 	if drainTimeout < 0 {
 		return fmt.Errorf("--%s=%v: must not be negative", DrainTimeoutFlag, drainTimeout)
@@ -143,7 +163,7 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 	opts.ComponentGlobalsRegistry.AddMetrics()
 
 	if port > 0 && cc.SecureServing != nil {
-		in, err := newInspector(ctx, l.Plugins(), cc.ComponentConfig.Profiles, int(cc.ComponentConfig.Parallelism), sched, cc.LeaderElection)
+		in, err := newInspector(ctx, l.Plugins(), cc.ComponentConfig.Profiles, inspect.Options{Parallelism: int(cc.ComponentConfig.Parallelism), Limits: limits}, sched, cc.LeaderElection)
 		if err != nil {
 			return err
 		}
@@ -165,8 +185,7 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 
 // newInspector builds the diagnostics of sched. With leader election, only
 // the replica holding the Lease answers; the others point at it.
-func newInspector(ctx context.Context, rt *pluginrt.Runtime, profiles []kubeschedulerconfig.KubeSchedulerProfile, parallelism int, sched *scheduler.Scheduler, le *leaderelection.LeaderElectionConfig) (*inspect.Inspector, error) {
-	opts := inspect.Options{Parallelism: parallelism}
+func newInspector(ctx context.Context, rt *pluginrt.Runtime, profiles []kubeschedulerconfig.KubeSchedulerProfile, opts inspect.Options, sched *scheduler.Scheduler, le *leaderelection.LeaderElectionConfig) (*inspect.Inspector, error) {
 	if le == nil {
 		opts.Identity, _ = os.Hostname()
 		return inspect.New(ctx, rt, profiles, sched, opts)

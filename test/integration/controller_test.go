@@ -167,7 +167,7 @@ func TestJobGangWaitsForRoomThenBindsTogether(t *testing.T) {
 	pg, err := c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "train-workers", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, int32(4), pg.Spec.SchedulingPolicy.Gang.MinCount, "minCount is the parallelism")
-	assert.Equal(t, &v1alpha1.WorkloadReference{WorkloadName: "train", TemplateName: controller.JobTemplateName}, pg.Spec.WorkloadRef)
+	assert.Equal(t, &v1alpha1.WorkloadReference{WorkloadName: "train", TemplateName: v1alpha1.JobTemplateName}, pg.Spec.WorkloadRef)
 	w, err := c.Phalanx.SchedulingV1alpha1().Workloads(ns).Get(ctx, "train", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.True(t, metav1.IsControlledBy(w, job), "the Job controls its Workload")
@@ -233,7 +233,7 @@ func TestJobGangWaitsForRoomThenBindsTogether(t *testing.T) {
 // the gang scheduling gate.
 func gangJobOf(name string, n int32) *batchv1.Job {
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{controller.GangAnnotation: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{v1alpha1.GangAnnotation: "true"}},
 		Spec: batchv1.JobSpec{
 			Parallelism: ptr.To(n),
 			Completions: ptr.To(n),

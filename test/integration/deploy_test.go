@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -1056,6 +1057,95 @@ func TestMetricsEndpointServesPhalanxMetrics(t *testing.T) {
 		assert.Contains(t, body, "# HELP "+name+" ", "metric %s is described", name)
 	}
 	s.assertNoForbidden(t)
+}
+
+// TestDiagnosticsRolesGrantReadingApartFromFit asks the API server's RBAC
+// what the scheduler's diagnostics port asks it (a SubjectAccessReview for
+// the non-resource URL, the request's method as the verb) for callers
+// bound to the roles of manifests/base: phalanx-diagnostics reads
+// (groups, explain, top) but cannot run fit, which makes the scheduler
+// plan; phalanx-diagnostics-fit runs fit and reads nothing.
+func TestDiagnosticsRolesGrantReadingApartFromFit(t *testing.T) {
+	c := startCluster(t, sandbox.Options{})
+	ctx := context.Background()
+	objs := renderKustomization(t, "manifests/base")
+	applier := newObjectApplier(t, c.Config)
+	for _, name := range []string{"phalanx-diagnostics", "phalanx-diagnostics-fit"} {
+		role := findObject(objs, "ClusterRole", "", name)
+		require.NotNil(t, role, "the base installs ClusterRole %s", name)
+		require.NoError(t, applier.apply(ctx, role))
+	}
+	for user, roles := range map[string][]string{
+		"reader":   {"phalanx-diagnostics"},
+		"fitter":   {"phalanx-diagnostics-fit"},
+		"operator": {"phalanx-diagnostics", "phalanx-diagnostics-fit"},
+	} {
+		for _, role := range roles {
+			_, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: user + "-" + role},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+				Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+	allowed := func(user, verb, path string) (bool, error) {
+		r, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		return r.Status.Allowed, nil
+	}
+	type request struct{ verb, path string }
+	var (
+		groups  = request{"get", "/debug/phalanx/groups"}
+		explain = request{"get", "/debug/phalanx/explain/podgroup/team-a/trainer"}
+		top     = request{"get", "/debug/phalanx/top"}
+		fit     = request{"post", "/debug/phalanx/fit"}
+	)
+	tests := []struct {
+		name   string
+		user   string
+		allow  []request
+		refuse []request
+	}{
+		{name: "a caller bound to phalanx-diagnostics reads but cannot run fit", user: "reader",
+			allow: []request{groups, explain, top}, refuse: []request{fit}},
+		{name: "a caller bound to phalanx-diagnostics-fit runs fit but reads nothing", user: "fitter",
+			allow: []request{fit}, refuse: []request{groups, explain, top}},
+		{name: "a caller bound to both does both", user: "operator",
+			allow: []request{groups, explain, top, fit}},
+		{name: "a caller bound to neither does nothing", user: "nobody",
+			refuse: []request{groups, explain, top, fit}},
+	}
+	// The authorizer learns of the bindings through its informers: wait
+	// until every grant shows, then the refusals mean something.
+	eventually(t, 30*time.Second, "every grant of the bindings authorized", func() (bool, error) {
+		for _, tt := range tests {
+			for _, r := range tt.allow {
+				if ok, err := allowed(tt.user, r.verb, r.path); err != nil || !ok {
+					return false, err
+				}
+			}
+		}
+		return true, nil
+	})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, r := range tt.allow {
+				ok, err := allowed(tt.user, r.verb, r.path)
+				require.NoError(t, err)
+				assert.True(t, ok, "%s may %s %s", tt.user, r.verb, r.path)
+			}
+			for _, r := range tt.refuse {
+				ok, err := allowed(tt.user, r.verb, r.path)
+				require.NoError(t, err)
+				assert.False(t, ok, "%s may not %s %s", tt.user, r.verb, r.path)
+			}
+		})
+	}
 }
 
 // TestRBACControllerServiceAccount runs phalanx-controller as a process

@@ -160,7 +160,7 @@ func (r *randomRunner) createJob(a int) {
 	if r.rng.Intn(3) == 0 {
 		j.completions += int32(1 + r.rng.Intn(2))
 	}
-	g := &rGroup{name: j.name + "-" + controller.JobTemplateName, gang: true, job: j.name, size: int(j.completions), class: r.randomClass()}
+	g := &rGroup{name: j.name + "-" + v1alpha1.JobTemplateName, gang: true, job: j.name, size: int(j.completions), class: r.randomClass()}
 	g.cpu, g.mem = r.randomRequests()
 	g.minCount = int(min(j.parallelism, j.completions))
 	pod := member{cpu: fmt.Sprintf("%dm", g.cpu), priorityClass: g.class}.pod()
@@ -171,7 +171,7 @@ func (r *randomRunner) createJob(a int) {
 		pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: controller.GangSchedulingGate}}
 	}
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: j.name, Annotations: map[string]string{controller.GangAnnotation: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: j.name, Annotations: map[string]string{v1alpha1.GangAnnotation: "true"}},
 		Spec: batchv1.JobSpec{
 			Parallelism: ptr.To(j.parallelism),
 			Completions: ptr.To(j.completions),
@@ -194,7 +194,7 @@ func (r *randomRunner) deleteJob() {
 	}
 	name := names[r.rng.Intn(len(names))]
 	require.NoError(r.t, r.c.Client.BatchV1().Jobs(r.ns).Delete(r.ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
-	group := name + "-" + controller.JobTemplateName
+	group := name + "-" + v1alpha1.JobTemplateName
 	for _, p := range sortedKeys(r.pods) {
 		if r.pods[p].job == name {
 			r.gone[p] = true
@@ -253,7 +253,7 @@ func (r *randomRunner) syncJobs(s snapshot) {
 		if job == nil || r.pods[name] != nil || r.gone[name] {
 			continue
 		}
-		g := r.groups[job.name+"-"+controller.JobTemplateName]
+		g := r.groups[job.name+"-"+v1alpha1.JobTemplateName]
 		r.pods[name] = &rPod{name: name, group: g.name, class: g.class, cpu: g.cpu, mem: g.mem, labels: p.Labels, job: job.name}
 	}
 }

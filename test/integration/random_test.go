@@ -26,7 +26,6 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/config"
-	"github.com/phalanx-sched/phalanx/pkg/controller"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
@@ -699,7 +698,7 @@ func (r *randomRunner) deleteNode() {
 			// garbage collector removes it all the same, and its gang
 			// has lost a member.
 			if job := r.jobs[p.Labels[batchv1.JobNameLabel]]; job != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-				r.disturb(job.name+"-"+controller.JobTemplateName, fmt.Sprintf("member %s was on deleted node %s", p.Name, node))
+				r.disturb(job.name+"-"+v1alpha1.JobTemplateName, fmt.Sprintf("member %s was on deleted node %s", p.Name, node))
 			}
 			r.gone[p.Name] = true
 			_ = r.c.Client.CoreV1().Pods(r.ns).Delete(r.ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
@@ -1147,7 +1146,7 @@ func (r *randomRunner) jobVictimsBetweenChecks(s snapshot) {
 			if strings.HasPrefix(name, job+"-") {
 				r.gone[name] = true
 				r.evicted++
-				r.disturb(job+"-"+controller.JobTemplateName, "member "+name+" was preempted before the runner saw it")
+				r.disturb(job+"-"+v1alpha1.JobTemplateName, "member "+name+" was preempted before the runner saw it")
 				r.logf("observed: %s of Job %s evicted before the runner saw it: %q", name, job, e.Note)
 			}
 		}

@@ -21,14 +21,15 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 )
 
-// Eviction, for both paths, is upstream's Executor. The pod path hands it
-// a candidate node and lets it run whole (pods.go). A group's victims span
-// many nodes, and the Executor takes a victim set only from its own
-// evaluators (actuatePodGroupPreemption and prepareCandidate are
-// unexported); its per-victim step, PreemptPod, is exported. evict therefore calls PreemptPod for each victim and
-// adds what the Executor does around it: the victims in parallel, stop at
-// the first failure, then clear the nominations of lower-priority pods to
-// the victims' nodes.
+// Eviction, for both paths, is upstream's Executor, with its per-victim
+// step, PreemptPod, replaced by one that evicts by UID (victim.go). The pod
+// path hands the Executor a candidate node and lets it run whole (pods.go).
+// A group's victims span many nodes, and the Executor takes a victim set
+// only from its own evaluators (actuatePodGroupPreemption and
+// prepareCandidate are unexported). evict therefore calls PreemptPod for
+// each victim and adds what the Executor does around it: the victims in
+// parallel, stop at the first failure, then clear the nominations of
+// lower-priority pods to the victims' nodes.
 
 // groupPreemptor is a preempting group as the Executor sees it.
 type groupPreemptor struct {

@@ -78,7 +78,9 @@ func (h *evictHandle) Parallelizer() fwk.Parallelizer {
 
 // evictor is the plugin as far as evict needs it, over h.
 func evictor(h *evictHandle) *Preemption {
-	return &Preemption{handle: h, executor: upstream.NewExecutor(h, feature.Features{}), pending: map[groups.Key]*pendingEviction{}}
+	exec := upstream.NewExecutor(h, feature.Features{})
+	guardEvictions(h, exec)
+	return &Preemption{handle: h, executor: exec, pending: map[groups.Key]*pendingEviction{}}
 }
 
 // trainer is the preempting group of the eviction tests, priority 1000.

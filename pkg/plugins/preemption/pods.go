@@ -76,7 +76,8 @@ type podEvaluator struct {
 }
 
 // newPodEvaluator builds upstream's evaluator around Phalanx's victim
-// selection, and its Executor, which group preemption evicts with too.
+// selection, and its Executor, which group preemption evicts with too and
+// which evicts by UID (victim.go).
 // Preemption is synchronous: the asynchronous mode holds the
 // preemptor in DefaultPreemption's PreEnqueue, which only knows its own
 // evaluations. Upstream's own workload features stay off here, since the
@@ -92,6 +93,7 @@ func newPodEvaluator(ctx context.Context, h fwk.Handle, p *Preemption) (*upstrea
 	if err != nil {
 		return nil, nil, err
 	}
+	guardEvictions(h, dp.Executor)
 	pe := &podEvaluator{DefaultPreemption: dp, p: p}
 	return upstream.NewEvaluator(Name, h, pe, dp.Executor), dp.Executor, nil
 }
