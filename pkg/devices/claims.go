@@ -85,18 +85,22 @@ func (d Demand) Key() string {
 	return b.String()
 }
 
-// HasShared says whether any slice offers devices to nodes by selector or
-// allNodes: such devices cannot be counted per node.
-func (v *View) HasShared() bool { return len(v.shared) > 0 }
+// Countable says whether the devices of class can be counted per node:
+// no slice offers a device of the class to nodes by selector or allNodes.
+func (v *View) Countable(class string) bool {
+	for _, s := range v.shared {
+		if len(v.m.matching(v.ctx, s, v.src.Classes, class)) > 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // Simple says whether node's devices are plain: no shared counters
 // (partitionable devices), no taints, no devices several claims may
 // share, no binding conditions, and no devices reaching it from other
 // nodes' pools. On such a node an exact demand's counts are exact.
 func (v *View) Simple(node string) bool {
-	if len(v.shared) > 0 {
-		return false
-	}
 	for _, s := range v.local[node] {
 		if len(s.Spec.SharedCounters) > 0 {
 			return false

@@ -271,6 +271,28 @@ func (v *View) fingerprint(node string) uint64 {
 	return h.Sum64()
 }
 
+// Allocate is the allocation of claims on node, as the allocator would
+// make it now, nil when they cannot be allocated there. Allocations
+// reaching several nodes are what decides where members sharing the
+// claims may go.
+func (v *View) Allocate(node *corev1.Node, claims []*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	candidates := append(slices.Clone(v.local[node.Name]), v.shared...)
+	a, err := structured.NewAllocator(v.ctx, v.src.Features, *v.src.Allocated, v.src.Classes, candidates, v.m.cel)
+	if err != nil {
+		return nil, fmt.Errorf("device allocator: %w", err)
+	}
+	results, err := a.Allocate(v.ctx, node, claims)
+	if err != nil {
+		return nil, fmt.Errorf("allocate devices on node %s: %w", node.Name, err)
+	}
+	if len(results) != len(claims) {
+		return nil, nil
+	}
+	return results, nil
+}
+
 func (v *View) allocateInTurn(node *corev1.Node, claims []*resourceapi.ResourceClaim, max int) (int, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -126,3 +126,43 @@ func waitForSlices(ctx context.Context, client kubernetes.Interface, driver stri
 		}
 	}
 }
+
+// PublishDomainDevices publishes, for every value of a node label, a pool
+// of perDomain devices that every node carrying that value reaches: a
+// network-attached device, such as the channels of an NVLink domain that
+// NVIDIA's DRA driver offers as a ComputeDomain. One claim allocated from
+// such a pool serves pods on every node of the domain. The DeviceClass
+// named as the driver selects them.
+func PublishDomainDevices(ctx context.Context, client kubernetes.Interface, driver, labelKey string, values []string, perDomain int) error {
+	if err := EnsureDeviceClass(ctx, client, driver); err != nil {
+		return err
+	}
+	pools := map[string]resourceslice.Pool{}
+	for _, v := range values {
+		var devs []resourceapi.Device
+		for i := range perDomain {
+			devs = append(devs, resourceapi.Device{Name: fmt.Sprintf("channel-%d", i)})
+		}
+		pools[v] = resourceslice.Pool{
+			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: labelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{v},
+			}}}}},
+			Slices: []resourceslice.Slice{{Devices: devs}},
+		}
+	}
+	syncDelay := 100 * time.Millisecond
+	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
+		DriverName: driver,
+		KubeClient: client,
+		Resources:  &resourceslice.DriverResources{Pools: pools},
+		SyncDelay:  &syncDelay,
+	})
+	if err != nil {
+		return fmt.Errorf("publish devices of %s: %w", driver, err)
+	}
+	go func() {
+		<-ctx.Done()
+		ctrl.Stop()
+	}()
+	return waitForSlices(ctx, client, driver, len(values))
+}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,14 +57,14 @@ func deviceRefusals(t *testing.T, c *sandbox.Cluster, ns string) []string {
 }
 
 // TestDRAGangs: gangs whose members each allocate a GPU through a
-// ResourceClaim, on 2 racks of 4 nodes with one GPU each published by
+// ResourceClaim, on 3 racks of 4 nodes with one GPU each published by
 // upstream's ResourceSlice controller, claims made from templates by
 // upstream's resourceclaim controller. A plan that counted only cpu would
 // put several members on one node, where the DynamicResources filter
 // refuses all but one and the gang retries as a unit.
 func TestDRAGangs(t *testing.T) {
 	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, Controllers: true, Topology: &sandbox.Topology{
-		Zones: 1, RacksPerZone: 2, NodesPerRack: 4, CPU: "32", Memory: "64Gi", Pods: 110}})
+		Zones: 1, RacksPerZone: 3, NodesPerRack: 4, CPU: "32", Memory: "64Gi", Pods: 110}})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // stops the device publishers before the cluster
 	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -134,6 +135,39 @@ func TestDRAGangs(t *testing.T) {
 		assert.Equal(t, 8, allocated, "every member of both gangs holds its device")
 	})
 
+	t.Run("members sharing one claim of a rack-wide device land where its allocation reaches, in the rack with free GPUs", func(t *testing.T) {
+		var racks []string
+		for _, n := range nodeList {
+			if r := n.Labels[sandbox.RackLabel]; !slices.Contains(racks, r) {
+				racks = append(racks, r)
+			}
+		}
+		require.NoError(t, sandbox.PublishDomainDevices(ctx, c.Client, "channel.phalanx.dev", sandbox.RackLabel, racks, 2))
+		_, err := c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "cd-channel"},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "channel", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "channel.phalanx.dev"},
+			}}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		// No topology constraint: only the shared claim keeps the gang
+		// in one rack.
+		createPodGroup(t, c, ns, gangPG("cd", 4))
+		for i := range 4 {
+			p := draMember(fmt.Sprintf("cd-%d", i), "cd", "gpu", "")
+			p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "channel", ResourceClaimName: ptr.To("cd-channel")})
+			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		eventually(t, 60*time.Second, "4 members of cd bound", func() (bool, error) { return countPrefix(boundPods(t, c, ns), "cd-") == 4, nil })
+		assert.Len(t, domainsOf(t, c, ns, "cd-", sandbox.RackLabel), 1, "one rack: the channel's")
+		assert.Empty(t, deviceRefusals(t, c, ns))
+		claim, err := c.Client.ResourceV1().ResourceClaims(ns).Get(ctx, "cd-channel", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, claim.Status.Allocation, "the shared claim is allocated once")
+		assert.Len(t, claim.Status.ReservedFor, 4, "for every member")
+	})
+
 	t.Run("a higher-priority gang preempts the pods holding the devices it needs, and leaves a pod holding another class's device alone", func(t *testing.T) {
 		require.NoError(t, sandbox.PublishDevices(ctx, c.Client, nodeList, sandbox.Devices{Driver: "nic.phalanx.dev", PerNode: 1}))
 		_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "urgent"}, Value: 1000}, metav1.CreateOptions{})
@@ -162,9 +196,17 @@ func TestDRAGangs(t *testing.T) {
 		}
 		eventually(t, 90*time.Second, "4 members of urgent bound", func() (bool, error) { return countPrefix(boundPods(t, c, ns), "urgent-") == 4, nil })
 		assert.Len(t, domainsOf(t, c, ns, "urgent-", sandbox.RackLabel), 1, "one rack")
-		left := len(podNames(t, c, ns, "tmpl-")) + len(podNames(t, c, ns, "own-"))
-		assert.Equal(t, 4, left, "exactly one rack's 4 device holders were evicted")
-		assert.True(t, len(podNames(t, c, ns, "tmpl-")) == 4 || len(podNames(t, c, ns, "own-")) == 4, "the victims are one gang's members")
+		var whole []string
+		left := 0
+		for _, g := range []string{"tmpl-", "own-", "cd-"} {
+			n := len(podNames(t, c, ns, g))
+			left += n
+			if n == 4 {
+				whole = append(whole, g)
+			}
+		}
+		assert.Equal(t, 8, left, "exactly one rack's 4 device holders were evicted")
+		assert.Len(t, whole, 2, "the victims are one gang's members")
 		assert.Equal(t, []string{"nic-holder"}, podNames(t, c, ns, "nic-holder"), "the pod holding another class's device stays")
 	})
 }

@@ -634,7 +634,7 @@ func (c *Constraints) constrain(root, t *groups.Tree, pt *planTerms, key string,
 			pending++
 		}
 	}
-	note, err := c.constrainDevices(context.Background(), root, key, rep, pending, s)
+	note, err := c.constrainDevices(context.Background(), root, t, key, rep, pending, s)
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,13 @@ type deviceState struct {
 	refs map[string]int
 	// classes are the device classes the plan's shapes count.
 	classes map[string]bool
+	// domainKey is, per representative pod, the node label whose domains
+	// its shared claims' allocations reach (sharedDomain).
+	domainKey map[*corev1.Pod]string
+	// users lists, per claim (namespace/name), the pending members that
+	// use it; shared are the unallocated claims several members share.
+	users  map[string][]*corev1.Pod
+	shared map[string]*resourceapi.ResourceClaim
 }
 
 // memberClaims is what one member's claims ask, or why it cannot be
@@ -66,7 +73,8 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 	if c.devices != nil {
 		return c.devices
 	}
-	st := &deviceState{refs: map[string]int{}, classes: map[string]bool{}}
+	st := &deviceState{refs: map[string]int{}, classes: map[string]bool{}, domainKey: map[*corev1.Pod]string{},
+		users: map[string][]*corev1.Pod{}, shared: map[string]*resourceapi.ResourceClaim{}}
 	c.devices = st
 	dra := c.DRA
 	if dra.Manager() == nil {
@@ -94,7 +102,11 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 		for _, m := range t.Members {
 			for i := range m.Pod.Spec.ResourceClaims {
 				if name, _, err := resourceclaim.Name(m.Pod, &m.Pod.Spec.ResourceClaims[i]); err == nil && name != nil {
-					st.refs[m.Pod.Namespace+"/"+*name]++
+					k := m.Pod.Namespace + "/" + *name
+					st.refs[k]++
+					if m.State == groups.Pending {
+						st.users[k] = append(st.users[k], m.Pod)
+					}
 				}
 			}
 		}
@@ -117,7 +129,12 @@ func (c *Constraints) claimsOf(ctx context.Context, tree *groups.Tree, pod *core
 		pc := &pod.Spec.ResourceClaims[i]
 		name, _, err := resourceclaim.Name(pod, pc)
 		if err != nil {
-			return memberClaims{waiting: fmt.Sprintf("the ResourceClaim of pod %s for %q is not created yet", pod.Name, pc.Name)}, nil
+			// The claim may exist before the pod's status names it: the
+			// resourceclaim controller creates it first.
+			name = c.claimMadeFor(pod, pc.Name)
+			if name == nil {
+				return memberClaims{waiting: fmt.Sprintf("the ResourceClaim of pod %s for %q is not created yet", pod.Name, pc.Name)}, nil
+			}
 		}
 		if name == nil {
 			continue
@@ -142,6 +159,26 @@ func (c *Constraints) claimsOf(ctx context.Context, tree *groups.Tree, pod *core
 	})}, nil
 }
 
+// claimMadeFor finds the claim the resourceclaim controller made from a
+// template for pod's claim podClaim, before the pod's status names it.
+func (c *Constraints) claimMadeFor(pod *corev1.Pod, podClaim string) *string {
+	claims, err := c.DRA.Manager().ResourceClaims().List()
+	if err != nil {
+		return nil
+	}
+	for _, cl := range claims {
+		if cl.Namespace != pod.Namespace || cl.Annotations[resourceapi.PodResourceClaimAnnotation] != podClaim {
+			continue
+		}
+		for _, o := range cl.OwnerReferences {
+			if o.UID == pod.UID && o.Controller != nil && *o.Controller {
+				return &cl.Name
+			}
+		}
+	}
+	return nil
+}
+
 // deviceKey is what a member's claims add to its shape key. Members whose
 // claims ask the same (claims of their own from one template) share it.
 func (c *Constraints) deviceKey(tree *groups.Tree, pod *corev1.Pod) string {
@@ -162,7 +199,7 @@ func (c *Constraints) deviceKey(tree *groups.Tree, pod *corev1.Pod) string {
 // counts as requests of placement.DeviceResource, and node limits for
 // what counts alone do not decide. pending bounds how many members of the
 // shape any node could need to hold.
-func (c *Constraints) constrainDevices(ctx context.Context, tree *groups.Tree, key string, rep *corev1.Pod, pending int, s *placement.Shape) (string, error) {
+func (c *Constraints) constrainDevices(ctx context.Context, tree, leaf *groups.Tree, key string, rep *corev1.Pod, pending int, s *placement.Shape) (string, error) {
 	if c.DRA == nil || len(rep.Spec.ResourceClaims) == 0 {
 		return "", nil
 	}
@@ -189,7 +226,10 @@ func (c *Constraints) constrainDevices(ctx context.Context, tree *groups.Tree, k
 	st := c.devices
 	// Devices a pool offers to many nodes cannot be counted per node; then
 	// every node is asked through the allocator.
-	counted := len(d.Counts) > 0 && !st.view.HasShared()
+	counted := len(d.Counts) > 0
+	for class := range d.Counts {
+		counted = counted && st.view.Countable(class)
+	}
 	if counted {
 		s.Requests = maps.Clone(s.Requests)
 		if s.Requests == nil {
@@ -201,27 +241,28 @@ func (c *Constraints) constrainDevices(ctx context.Context, tree *groups.Tree, k
 		}
 	}
 	var notes []string
-	unreachable := 0
+	var within map[string]bool
+	for _, cl := range d.Shared {
+		st.shared[cl.Namespace+"/"+cl.Name] = cl
+	}
+	if len(d.Shared) > 0 {
+		dom, err := c.sharedDomain(st, leaf.TopologyKey, rep, nodes, d.Shared)
+		if err != nil {
+			return "", err
+		}
+		within = dom
+	}
+	unreachable, noRoom := 0, 0
 	for _, n := range nodes {
-		ok := true
+		ok := within == nil || within[n.Name]
 		for _, sel := range d.Pinned {
-			if sel == nil {
+			if sel == nil || !ok {
 				continue
 			}
 			ns, err := nodeaffinity.NewNodeSelector(sel)
 			if err != nil || !ns.Match(n) {
 				ok = false
-				break
 			}
-		}
-		if ok && len(d.Shared) > 0 {
-			// A shared claim is allocated once, by the first member
-			// scheduled; a node it cannot be allocated for is closed.
-			fit, err := st.view.Fits(key+"#shared", n, d.Shared, 1)
-			if err != nil {
-				return "", err
-			}
-			ok = fit > 0
 		}
 		if !ok {
 			limit(n.Name, 0)
@@ -233,6 +274,7 @@ func (c *Constraints) constrainDevices(ctx context.Context, tree *groups.Tree, k
 		}
 		if !st.view.HasDevices(n.Name) {
 			limit(n.Name, 0)
+			noRoom++
 			continue
 		}
 		fit, err := st.view.Fits(key, n, d.PerMember, pending)
@@ -242,6 +284,12 @@ func (c *Constraints) constrainDevices(ctx context.Context, tree *groups.Tree, k
 		if fit < pending {
 			limit(n.Name, fit)
 		}
+		if fit == 0 {
+			noRoom++
+		}
+	}
+	if noRoom > 0 {
+		notes = append(notes, fmt.Sprintf("%d nodes cannot allocate a member's ResourceClaims", noRoom))
 	}
 	if unreachable > 0 {
 		notes = append(notes, fmt.Sprintf("%d nodes cannot reach the devices of the group's allocated or shared ResourceClaims", unreachable))
@@ -289,6 +337,154 @@ func (c *Constraints) Extra() map[string]placement.ExtraRoom {
 		}
 	}
 	return out
+}
+
+// sharedDomain decides where members that share unallocated claims may
+// go. The first member scheduled allocates them, on its node, and the
+// allocation then reaches only the nodes its node selector matches (a
+// ComputeDomain-style channel of one NVLink clique, a device of one
+// rack's switch); every other member must be on such a node. The
+// allocator is deterministic, so the claims are allocated for each node
+// in turn and nodes are grouped by the selector their allocation would
+// carry: any member may go first only if all members are in one group.
+//
+// When the selectors name the domains of one node label (key In [value],
+// as drivers that select a pool's nodes by label write them), that label
+// becomes the group's topology key and the planner picks the domain. When
+// every allocation reaches every node there is nothing to decide. Otherwise
+// the largest group is chosen and the others are closed. The returned set
+// is nil when every node may be used.
+func (c *Constraints) sharedDomain(st *deviceState, leafKey string, rep *corev1.Pod, nodes []*corev1.Node, shared []*resourceapi.ResourceClaim) (map[string]bool, error) {
+	groupsBySel := map[string][]string{}
+	labelOf := map[string]labelValue{}
+	everywhere := true
+	for _, n := range nodes {
+		results, err := st.view.Allocate(n, shared)
+		if err != nil {
+			return nil, err
+		}
+		if results == nil {
+			everywhere = false
+			continue
+		}
+		sel := ""
+		var lv labelValue
+		for i, r := range results {
+			if r.NodeSelector != nil {
+				sel += fmt.Sprintf("%d:%s;", i, r.NodeSelector.String())
+				lv = mergeLabel(lv, r.NodeSelector)
+			}
+		}
+		if sel != "" {
+			everywhere = false
+		}
+		groupsBySel[sel] = append(groupsBySel[sel], n.Name)
+		labelOf[sel] = lv
+	}
+	if everywhere {
+		return nil, nil
+	}
+	// One label names every group: let the planner choose among them.
+	k := ""
+	for sel, lv := range labelOf {
+		if sel == "" || lv.key == "" || (k != "" && lv.key != k) {
+			k = ""
+			break
+		}
+		k = lv.key
+	}
+	within := map[string]bool{}
+	// A group already bound to another key keeps it; the planner holds
+	// one required key per group, so the claims' domain is chosen here.
+	if k != "" && len(groupsBySel[""]) == 0 && (leafKey == "" || leafKey == k) {
+		st.domainKey[rep] = k
+		for _, names := range groupsBySel {
+			for _, n := range names {
+				within[n] = true
+			}
+		}
+		return within, nil
+	}
+	best := ""
+	for sel, names := range groupsBySel {
+		if b := groupsBySel[best]; len(names) > len(b) || (len(names) == len(b) && sel < best) {
+			best = sel
+		}
+	}
+	for _, n := range groupsBySel[best] {
+		within[n] = true
+	}
+	return within, nil
+}
+
+// labelValue is a node selector of the form "key In [value]"; key is ""
+// for any other selector.
+type labelValue struct{ key, value string }
+
+func mergeLabel(old labelValue, sel *corev1.NodeSelector) labelValue {
+	if len(sel.NodeSelectorTerms) != 1 {
+		return labelValue{}
+	}
+	t := sel.NodeSelectorTerms[0]
+	if len(t.MatchFields) > 0 || len(t.MatchExpressions) != 1 {
+		return labelValue{}
+	}
+	e := t.MatchExpressions[0]
+	if e.Operator != corev1.NodeSelectorOpIn || len(e.Values) != 1 {
+		return labelValue{}
+	}
+	if old.key != "" && old.key != e.Key {
+		return labelValue{}
+	}
+	return labelValue{key: e.Key, value: e.Values[0]}
+}
+
+// SharedDomainKey is the node label whose domains the shared claims of
+// rep's shape reach, "" when they impose none (see sharedDomain).
+func (c *Constraints) SharedDomainKey(rep *corev1.Pod) string {
+	if c == nil || c.devices == nil {
+		return ""
+	}
+	return c.devices.domainKey[rep]
+}
+
+// SharedClaim is an unallocated claim several pending members share, and
+// those members.
+type SharedClaim struct {
+	Claim *resourceapi.ResourceClaim
+	Users []*corev1.Pod
+}
+
+// SharedClaims lists the unallocated claims the plan's members share, by
+// name.
+func (c *Constraints) SharedClaims() []SharedClaim {
+	if c == nil || c.devices == nil || len(c.devices.shared) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(c.devices.shared))
+	for k := range c.devices.shared {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]SharedClaim, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, SharedClaim{Claim: c.devices.shared[k], Users: c.devices.users[k]})
+	}
+	return out
+}
+
+// AllocateOn is the allocation claim would get from a member scheduled on
+// node: the one the DynamicResources plugin would make. nil when it
+// cannot be allocated there.
+func (c *Constraints) AllocateOn(node *corev1.Node, claim *resourceapi.ResourceClaim) (*resourceapi.AllocationResult, error) {
+	if c == nil || c.devices == nil || c.devices.view == nil {
+		return nil, fmt.Errorf("no device state for claim %s/%s", claim.Namespace, claim.Name)
+	}
+	results, err := c.devices.view.Allocate(node, []*resourceapi.ResourceClaim{claim})
+	if err != nil || results == nil {
+		return nil, err
+	}
+	return &results[0], nil
 }
 
 // FreedDevices is what evicting pod frees of the devices the plan counts:

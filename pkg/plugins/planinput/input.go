@@ -300,6 +300,12 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 							g.TopologyKey = selfAffinityKey(pt, m.Pod, c)
 							g.PreferredKeys = belowAffinity(g.PreferredKeys, g.TopologyKey)
 						}
+						if k := c.SharedDomainKey(m.Pod); k != "" && g.TopologyKey == "" {
+							// Members sharing a claim go where its
+							// allocation reaches: one domain of k.
+							g.TopologyKey = k
+							g.PreferredKeys = belowAffinity(g.PreferredKeys, k)
+						}
 					}
 					g.Shapes = append(g.Shapes, shape)
 				}

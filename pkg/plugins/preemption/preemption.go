@@ -55,6 +55,10 @@ type pendingEviction struct {
 	// planinput.PodKey), the room the evictions free for it.
 	planned map[string]string
 	at      time.Time
+	// claims: some victim used ResourceClaims, whose devices are free only
+	// once the claims no longer list it (the resourceclaim controller
+	// frees them after the pod is gone).
+	claims bool
 }
 
 // Preemption implements the group-level PostFilter.
@@ -490,6 +494,7 @@ func (p *Preemption) remember(root groups.Key, victims []*corev1.Pod, planned ma
 	pe := &pendingEviction{victims: map[types.UID]string{}, planned: planned, at: time.Now()}
 	for _, v := range victims {
 		pe.victims[v.UID] = v.Namespace + "/" + v.Name
+		pe.claims = pe.claims || len(v.Spec.ResourceClaims) > 0
 	}
 	p.mu.Lock()
 	p.pending[root] = pe
@@ -542,7 +547,11 @@ func (p *Preemption) victimsLeft(root groups.Key, infos []fwk.NodeInfo) int {
 		ns, n := splitKey(name)
 		if pod, err := p.pods.Pods(ns).Get(n); (err == nil && pod.UID == uid) || inSnapshot[uid] {
 			left++
+			delete(victims, uid)
 		}
+	}
+	if pe.claims && len(victims) > 0 {
+		left += p.holdingDevices(victims)
 	}
 	if left == 0 {
 		p.mu.Lock()
@@ -550,6 +559,29 @@ func (p *Preemption) victimsLeft(root groups.Key, infos []fwk.NodeInfo) int {
 		p.mu.Unlock()
 	}
 	return left
+}
+
+// holdingDevices counts the victims, gone from the API, that claims still
+// list as consumers: their devices are not free yet, and planning as if
+// they were would preempt again for room that is on its way.
+func (p *Preemption) holdingDevices(victims map[types.UID]string) int {
+	dm := p.handle.SharedDRAManager()
+	if dm == nil {
+		return 0
+	}
+	claims, err := dm.ResourceClaims().List()
+	if err != nil {
+		return 0
+	}
+	holding := map[types.UID]bool{}
+	for _, c := range claims {
+		for _, r := range c.Status.ReservedFor {
+			if _, ok := victims[r.UID]; ok {
+				holding[r.UID] = true
+			}
+		}
+	}
+	return len(holding)
 }
 
 func splitKey(k string) (string, string) {

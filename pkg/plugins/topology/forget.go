@@ -12,6 +12,9 @@ func (t *Topology) forgetGroup(k groups.Key) {
 	delete(t.rejected, k)
 	t.mu.Unlock()
 	t.prober.Forget(k.String() + "#")
+	if t.runCtx != nil {
+		go t.releaseGone(t.runCtx, k)
+	}
 }
 
 // trackedPlans counts the stored per-group entries: plans and refusals.

@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,6 +63,12 @@ func (t *Topology) recordRejection(ctx context.Context, root groups.Key, pod *co
 	switch plugin {
 	case "", Name, names.NodeResourcesFit:
 		return
+	case names.DynamicResources:
+		// A claim another pod is allocating refuses every node until
+		// its PreBind; the node is not to blame.
+		if strings.Contains(strings.Join(st.Reasons(), " "), "in the process of being allocated") {
+			return
+		}
 	}
 	tree, err := t.groups.TreeOf(root)
 	if err != nil {

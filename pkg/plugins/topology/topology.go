@@ -123,9 +123,12 @@ type plan struct {
 	rev         uint64
 	snapshot    fingerprint
 	assignments map[string]string // pod key -> node
-	domains     map[string]string // group key string -> domain value
-	nominated   []*corev1.Pod
-	infeasible  *placement.Infeasible
+	// allocated names the shared claims (namespace/name) the plan
+	// allocated (shared.go).
+	allocated  map[string]bool
+	domains    map[string]string // group key string -> domain value
+	nominated  []*corev1.Pod
+	infeasible *placement.Infeasible
 	// pinned are, for an infeasible plan, the domains the hierarchy's
 	// placed members already occupy (pinnedDomains), found once from the
 	// tree the plan was made from. The plan only answers while the
@@ -142,6 +145,9 @@ type Topology struct {
 	opts   placement.Options
 	// deviceEpoch moves with device changes (watchDevices).
 	deviceEpoch atomic.Uint64
+	// allocatedShared is set once this plugin allocated a shared claim
+	// (shared.go): until then no claim needs freeing.
+	allocatedShared atomic.Bool
 
 	mu    sync.Mutex
 	plans map[groups.Key]*plan
@@ -281,6 +287,14 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 		if p, st = t.replan(ctx, root); st != nil {
 			return nil, st
 		}
+		if usesAny(pod, p.allocated) {
+			// The profile's DynamicResources PreFilter may have read the
+			// claim unallocated earlier in this cycle; its next cycle reads
+			// the allocation the plan just wrote.
+			t.handle.Activate(klog.FromContext(ctx), map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
+			state.Write(retryKey, retryMarker{})
+			return nil, fwk.NewStatus(fwk.Unschedulable, "allocated the ResourceClaims the group's members share; trying again with them")
+		}
 	}
 	if p.infeasible != nil {
 		writeDomains(state, p.pinned)
@@ -347,6 +361,9 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("list snapshot nodes: %w", err))
 	}
+	// Read before planning, as the revision is: a device change while
+	// the plan is made must make the plan stale, not be taken as seen.
+	seen := t.fingerprintOf(infos)
 	cons := t.constraints(ctx, root, infos)
 	opts := t.opts
 	if t.resv != nil {
@@ -370,12 +387,16 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	start := time.Now()
 	result, err := table.Plan(input, reserved, opts)
 	planDuration.Observe(time.Since(start).Seconds())
-	p := &plan{created: time.Now(), rev: rev, snapshot: t.fingerprintOf(infos)}
+	p := &plan{created: time.Now(), rev: rev, snapshot: seen}
 	var inf *placement.Infeasible
 	switch {
 	case errors.As(err, &inf):
 		p.infeasible = inf
 		p.pinned = t.pinnedDomains(tree)
+		// Shared claims allocated for an earlier plan keep the group in
+		// their reach; when that no longer fits, free them (unless a
+		// member uses them) so the next plan may choose anew.
+		t.releaseShared(ctx, root, tree)
 		logger.V(3).Info("Group cannot be placed", "group", root, "reason", inf.Reason)
 		t.reportInfeasible(tree, inf)
 		if t.resv != nil {
@@ -384,6 +405,9 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	case err != nil:
 		return nil, fwk.AsStatus(fmt.Errorf("plan group %s: %w", root, err))
 	default:
+		if p.allocated, err = t.allocateShared(ctx, root, cons, result.Assignments); err != nil {
+			return nil, fwk.AsStatus(fmt.Errorf("plan group %s: %w", root, err))
+		}
 		planinput.KeepStatusNominations(input, tree, result)
 		p.assignments = result.Assignments
 		p.domains = result.Domains
@@ -558,6 +582,11 @@ func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *corev1.P
 func (t *Topology) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	if pluginrt.Surplus(state) {
 		// The plan stands: it did not count on this member.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if _, err := state.Read(retryKey); err == nil {
+		// The plan stands: the member only retries with the claims it
+		// allocated.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	if root, ok := t.rootOf(state, pod); ok {

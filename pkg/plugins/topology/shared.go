@@ -1,0 +1,217 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
+)
+
+// AllocatedForAnnotation marks a ResourceClaim that Phalanx allocated for
+// a group before any of its members used it; the value is the group's key.
+const AllocatedForAnnotation = "scheduling.phalanx.dev/allocated-for"
+
+// allocateShared allocates, once a plan places the group, the claims its
+// members share, on the first planned node of a member that uses each.
+//
+// The DynamicResources plugin allocates a claim in the Reserve of the
+// first pod that uses it and writes the allocation in that pod's PreBind.
+// Until then every other pod of the claim is refused ("in the process of
+// being allocated"). A gang member waits in Permit, before PreBind, for
+// its siblings, so the siblings would wait for an allocation that waits
+// for them. Allocating the claim with the plan, as the plugin would for
+// the first member (same allocator, same node), breaks the circle: every
+// member finds the claim allocated and reserves it for itself.
+func (t *Topology) allocateShared(ctx context.Context, root groups.Key, cons *planinput.Constraints, assignments map[string]string) (map[string]bool, error) {
+	var done map[string]bool
+	for _, sc := range cons.SharedClaims() {
+		var node string
+		for _, u := range sc.Users {
+			if n, ok := assignments[planinput.PodKey(u)]; ok {
+				node = n
+				break
+			}
+		}
+		if node == "" {
+			continue
+		}
+		ni, err := t.handle.SnapshotSharedLister().NodeInfos().Get(node)
+		if err != nil {
+			return nil, fmt.Errorf("planned node %s: %w", node, err)
+		}
+		alloc, err := cons.AllocateOn(ni.Node(), sc.Claim)
+		if err != nil {
+			return nil, err
+		}
+		if alloc == nil {
+			return nil, fmt.Errorf("ResourceClaim %s/%s cannot be allocated on planned node %s", sc.Claim.Namespace, sc.Claim.Name, node)
+		}
+		t.allocatedShared.Store(true)
+		if err := t.writeAllocation(ctx, sc.Claim, alloc, root.String()); err != nil {
+			return nil, err
+		}
+		if done == nil {
+			done = map[string]bool{}
+		}
+		done[sc.Claim.Namespace+"/"+sc.Claim.Name] = true
+		klog.FromContext(ctx).V(3).Info("Allocated a shared ResourceClaim for its group", "claim", klog.KObj(sc.Claim), "group", root, "node", node)
+	}
+	return done, nil
+}
+
+// retryKey marks a cycle whose member retries with the shared claims its
+// own PreFilter allocated; PostFilter keeps the plan then.
+const retryKey fwk.StateKey = "phalanx.dev/topology-shared-claims"
+
+type retryMarker struct{}
+
+func (retryMarker) Clone() fwk.StateData { return retryMarker{} }
+
+// usesAny says whether pod uses one of claims (namespace/name).
+func usesAny(pod *corev1.Pod, claims map[string]bool) bool {
+	if len(claims) == 0 {
+		return false
+	}
+	for i := range pod.Spec.ResourceClaims {
+		if name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && name != nil && claims[pod.Namespace+"/"+*name] {
+			return true
+		}
+	}
+	return false
+}
+
+// writeAllocation writes alloc as claim's allocation, as the
+// DynamicResources plugin's PreBind does (finalizer first, then status),
+// and tells the scheduler's DRA manager, whose informer lags.
+func (t *Topology) writeAllocation(ctx context.Context, claim *resourceapi.ResourceClaim, alloc *resourceapi.AllocationResult, group string) error {
+	client := t.handle.ClientSet().ResourceV1().ResourceClaims(claim.Namespace)
+	c := claim.DeepCopy()
+	if !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
+		c.Finalizers = append(c.Finalizers, resourceapi.Finalizer)
+	}
+	metav1.SetMetaDataAnnotation(&c.ObjectMeta, AllocatedForAnnotation, group)
+	c, err := client.Update(ctx, c, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("mark ResourceClaim %s/%s: %w", claim.Namespace, claim.Name, err)
+	}
+	c.Status.Allocation = alloc.DeepCopy()
+	if c.Status.Allocation.AllocationTimestamp == nil {
+		// The plugin's PreBind stamps an allocation that lacks it, and
+		// an allocation may not change once written.
+		c.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
+	}
+	c, err = client.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("allocate ResourceClaim %s/%s: %w", claim.Namespace, claim.Name, err)
+	}
+	if dm := t.handle.SharedDRAManager(); dm != nil {
+		_ = dm.ResourceClaims().AssumeClaimAfterAPICall(c)
+	}
+	return nil
+}
+
+// releaseShared frees the claims Phalanx allocated for root that no pod
+// uses yet, when no member of the hierarchy is reserved or bound: the
+// group is planned again from scratch, maybe elsewhere, and a claim kept
+// allocated would hold devices for an attempt that is over.
+func (t *Topology) releaseShared(ctx context.Context, root groups.Key, tree *groups.Tree) {
+	if !t.allocatedShared.Load() {
+		return
+	}
+	type ref struct{ ns, name string }
+	seen := map[ref]bool{}
+	busy := false
+	var refs []ref
+	var walk func(*groups.Tree)
+	walk = func(tr *groups.Tree) {
+		for _, m := range tr.Members {
+			if m.State == groups.Assumed || m.State == groups.Bound {
+				busy = true
+			}
+			for i := range m.Pod.Spec.ResourceClaims {
+				name, _, err := resourceclaim.Name(m.Pod, &m.Pod.Spec.ResourceClaims[i])
+				if r := (ref{m.Pod.Namespace, ptrOr(name)}); err == nil && name != nil && !seen[r] {
+					seen[r] = true
+					refs = append(refs, r)
+				}
+			}
+		}
+		for _, ch := range tr.Children {
+			walk(ch)
+		}
+	}
+	walk(tree)
+	dm := t.handle.SharedDRAManager()
+	if busy || len(refs) == 0 || dm == nil {
+		return
+	}
+	for _, r := range refs {
+		if c, err := dm.ResourceClaims().Get(r.ns, r.name); err == nil {
+			t.release(ctx, c, root.String())
+		}
+	}
+}
+
+func ptrOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// releaseGone frees the unused claims Phalanx allocated for a group that
+// is gone.
+func (t *Topology) releaseGone(ctx context.Context, root groups.Key) {
+	if !t.allocatedShared.Load() {
+		return
+	}
+	dm := t.handle.SharedDRAManager()
+	if dm == nil {
+		return
+	}
+	claims, err := dm.ResourceClaims().List()
+	if err != nil {
+		return
+	}
+	for _, c := range claims {
+		t.release(ctx, c, root.String())
+	}
+}
+
+func (t *Topology) release(ctx context.Context, claim *resourceapi.ResourceClaim, group string) {
+	if claim.Annotations[AllocatedForAnnotation] != group || claim.Status.Allocation == nil || len(claim.Status.ReservedFor) > 0 {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	client := t.handle.ClientSet().ResourceV1().ResourceClaims(claim.Namespace)
+	c := claim.DeepCopy()
+	c.Status.Allocation = nil
+	c, err := client.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			logger.Error(err, "Could not free a shared ResourceClaim allocated for its group", "claim", klog.KObj(claim), "group", group)
+		}
+		return
+	}
+	delete(c.Annotations, AllocatedForAnnotation)
+	c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == resourceapi.Finalizer })
+	if c, err = client.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		logger.Error(err, "Could not unmark a freed ResourceClaim", "claim", klog.KObj(claim))
+		return
+	}
+	if dm := t.handle.SharedDRAManager(); dm != nil {
+		_ = dm.ResourceClaims().AssumeClaimAfterAPICall(c)
+	}
+	logger.V(3).Info("Freed a shared ResourceClaim no member used", "claim", klog.KObj(claim), "group", group)
+}
