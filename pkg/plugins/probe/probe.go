@@ -111,9 +111,8 @@ func (v Verdicts) Summary() string {
 // entry is the verdicts of one probe key, one record per node: the node's
 // generation when it was probed and its verdict, as an index into the
 // entry's distinct refusals. Records sit in slices aligned to a node
-// order, 12 bytes a node; a map by node name cost about 50, and the
-// verdicts' reasons, joined per node, as much again. An entry is not
-// changed once stored.
+// order, 12 bytes a node, where maps by node name took about 55 and a
+// reason string per refused node. An entry is not changed once stored.
 type entry struct {
 	key     string
 	order   *nodeOrder
@@ -217,8 +216,8 @@ func New(h fwk.Handle, modelled ...string) *Prober {
 // the distinct reasons of each entry. That is the verdicts of 200 shapes
 // at 5,000 nodes or 2,000 at 500, more than the groups that are being
 // planned at any one time; a shape evicted costs one probe of every node
-// at its next plan. The scheduling profile, the preemption plugin and the
-// diagnostics each have a prober.
+// at its next plan. The topology and preemption plugins of each profile,
+// and the diagnostics, each have a prober.
 const maxNodeRecords = 1 << 20
 
 // maxEntries bounds the keys, however few nodes they have: a probe key is
