@@ -16,10 +16,13 @@
 // never plans, validates or reserves anything. Verdicts are cached per
 // probe key and reused for a node while its NodeInfo generation stays the
 // same; for pods whose constraints reach across nodes (a zone-wide term, a
-// spread), any change of the snapshot discards them.
+// spread), any change of the snapshot discards them. The cache is bounded
+// by the node records it holds (maxNodeRecords), least recently used keys
+// first out.
 package probe
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"maps"
@@ -105,10 +108,80 @@ func (v Verdicts) Summary() string {
 	return "nodes excluded by the scheduler's filters: " + strings.Join(parts, "; ")
 }
 
+// entry is the verdicts of one probe key, one record per node: the node's
+// generation when it was probed and its verdict, as an index into the
+// entry's distinct refusals. Records sit in slices aligned to a node
+// order, 12 bytes a node, where maps by node name took about 55 and a
+// reason string per refused node. An entry is not changed once stored.
 type entry struct {
-	gens     map[string]int64
-	verdicts Verdicts
-	global   int64 // snapshot fingerprint, for cross-node pods
+	key     string
+	order   *nodeOrder
+	gens    []int64
+	verdict []int32 // 0: the node passed; i: reasons[i-1]
+	reasons []Verdict
+	global  int64 // snapshot fingerprint, for cross-node pods
+}
+
+// at returns the record of the node at position i of order, named name.
+func (e *entry) at(order *nodeOrder, i int, name string) (gen int64, v Verdict, ok bool) {
+	if e.order != order {
+		if i, ok = e.order.position(name); !ok {
+			return 0, Verdict{}, false
+		}
+	}
+	if k := e.verdict[i]; k > 0 {
+		v = e.reasons[k-1]
+	}
+	return e.gens[i], v, true
+}
+
+// nodeOrder is the order of a snapshot's nodes that entries align their
+// records to. A snapshot lists its nodes in one order while none is added
+// or removed, so the entries of consecutive probes share it and find a
+// node by its position; an entry made in another order finds it by name.
+type nodeOrder struct {
+	names []string
+	once  sync.Once
+	index map[string]int
+}
+
+func newOrder(infos []fwk.NodeInfo) *nodeOrder {
+	o := &nodeOrder{names: make([]string, len(infos))}
+	for i, ni := range infos {
+		if n := ni.Node(); n != nil {
+			o.names[i] = n.Name
+		}
+	}
+	return o
+}
+
+func (o *nodeOrder) lists(infos []fwk.NodeInfo) bool {
+	if len(o.names) != len(infos) {
+		return false
+	}
+	for i, ni := range infos {
+		name := ""
+		if n := ni.Node(); n != nil {
+			name = n.Name
+		}
+		if o.names[i] != name {
+			return false
+		}
+	}
+	return true
+}
+
+func (o *nodeOrder) position(name string) (int, bool) {
+	o.once.Do(func() {
+		o.index = make(map[string]int, len(o.names))
+		for i, n := range o.names {
+			if n != "" {
+				o.index[n] = i
+			}
+		}
+	})
+	i, ok := o.index[name]
+	return i, ok
 }
 
 // Prober runs and caches probes. It is safe for concurrent use.
@@ -123,18 +196,32 @@ type Prober struct {
 	// the DynamicResources filter come from here, per member and exact.
 	Devices *devices.Model
 
-	mu    sync.Mutex
-	cache map[string]*entry
+	mu sync.Mutex
+	// cache holds the entries by key, in recent holds them most recently
+	// used first, and records counts their node records.
+	cache   map[string]*list.Element
+	recent  *list.List
+	records int
+	// order is the node order of the last probe.
+	order *nodeOrder
 }
 
 // New makes a prober over the profile behind h. Refusals by the modelled
 // plugins are left out of the verdicts.
 func New(h fwk.Handle, modelled ...string) *Prober {
-	return &Prober{handle: h, modelled: sets.New(modelled...), cache: map[string]*entry{}, Devices: devices.NewModel()}
+	return &Prober{handle: h, modelled: sets.New(modelled...), cache: map[string]*list.Element{}, recent: list.New(), Devices: devices.NewModel()}
 }
 
-// maxEntries bounds the cache: a probe key is one pod shape of one group,
-// and groups come and go.
+// maxNodeRecords bounds the cache by memory: about 12 MiB of records, plus
+// the distinct reasons of each entry. That is the verdicts of 200 shapes
+// at 5,000 nodes or 2,000 at 500, more than the groups that are being
+// planned at any one time; a shape evicted costs one probe of every node
+// at its next plan. The topology and preemption plugins of each profile,
+// and the diagnostics, each have a prober.
+const maxNodeRecords = 1 << 20
+
+// maxEntries bounds the keys, however few nodes they have: a probe key is
+// one pod shape of one group, and groups come and go.
 const maxEntries = 4096
 
 // Nodes returns the verdicts of the profile's filters for pod on every node
@@ -158,9 +245,8 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 	for _, ni := range infos {
 		global += ni.GetGeneration()
 	}
-	p.mu.Lock()
-	old := p.cache[key]
-	p.mu.Unlock()
+	order := p.orderOf(infos)
+	old := p.lookup(key)
 	if old != nil && crossNode && old.global != global {
 		old = nil
 	}
@@ -169,21 +255,22 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 	state := framework.NewCycleState()
 	state.Write(stateKey, marker{})
 	pre, st, _ := r.RunPreFilterPlugins(ctx, state, probe)
-	out := &entry{gens: make(map[string]int64, len(infos)), verdicts: Verdicts{}, global: global}
 	if !st.IsSuccess() && !st.IsSkip() {
 		if st.Code() == fwk.Error {
 			return nil, fmt.Errorf("probe PreFilter for %s: %w", pod.Name, st.AsError())
 		}
 		// The profile rejects the pod before any node is looked at (a
-		// missing claim, a PVC that does not exist).
+		// missing claim, a PVC that does not exist). No node was probed:
+		// nothing is worth keeping for the key.
 		reason := verdictOf(st)
+		verdicts := Verdicts{}
 		for _, ni := range infos {
 			if n := ni.Node(); n != nil {
-				out.verdicts[n.Name] = reason
+				verdicts[n.Name] = reason
 			}
 		}
-		p.store(key, out)
-		return out.verdicts, nil
+		p.drop(key)
+		return verdicts, nil
 	}
 	if len(only) > 0 && state.GetSkipFilterPlugins().HasAll(only...) {
 		return Verdicts{}, nil
@@ -197,8 +284,8 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 			return
 		}
 		if old != nil {
-			if g, ok := old.gens[n.Name]; ok && g == ni.GetGeneration() {
-				results[i] = old.verdicts[n.Name]
+			if g, v, ok := old.at(order, i, n.Name); ok && g == ni.GetGeneration() {
+				results[i] = v
 				return
 			}
 		}
@@ -211,27 +298,94 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 		}
 	}
 	r.Parallelizer().Until(ctx, len(infos), func(i int) { check(i) }, "phalanxProbe")
+	out := &entry{key: key, order: order, gens: make([]int64, len(infos)), verdict: make([]int32, len(infos)), global: global}
+	verdicts := Verdicts{}
+	distinct := map[Verdict]int32{}
 	for i, ni := range infos {
 		n := ni.Node()
 		if n == nil {
 			continue
 		}
-		out.gens[n.Name] = ni.GetGeneration()
-		if results[i] != (Verdict{}) {
-			out.verdicts[n.Name] = results[i]
+		out.gens[i] = ni.GetGeneration()
+		v := results[i]
+		if v == (Verdict{}) {
+			continue
 		}
+		verdicts[n.Name] = v
+		k, seen := distinct[v]
+		if !seen {
+			out.reasons = append(out.reasons, v)
+			k = int32(len(out.reasons))
+			distinct[v] = k
+		}
+		out.verdict[i] = k
 	}
-	p.store(key, out)
-	return out.verdicts, nil
+	// A cancelled probe left nodes unprobed, which would pass if kept.
+	if ctx.Err() == nil {
+		p.store(out)
+	}
+	return verdicts, nil
 }
 
-func (p *Prober) store(key string, e *entry) {
+// orderOf returns the node order of infos, the last probe's when it is
+// the same.
+func (p *Prober) orderOf(infos []fwk.NodeInfo) *nodeOrder {
+	p.mu.Lock()
+	last := p.order
+	p.mu.Unlock()
+	if last != nil && last.lists(infos) {
+		return last
+	}
+	o := newOrder(infos)
+	p.mu.Lock()
+	p.order = o
+	p.mu.Unlock()
+	return o
+}
+
+// lookup returns the entry of key, now the most recently used.
+func (p *Prober) lookup(key string) *entry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.cache) >= maxEntries {
-		clear(p.cache)
+	el, ok := p.cache[key]
+	if !ok {
+		return nil
 	}
-	p.cache[key] = e
+	p.recent.MoveToFront(el)
+	return el.Value.(*entry)
+}
+
+// store keeps e in place of its key's entry, then evicts the least
+// recently used entries until the cache is within its bounds. An entry
+// larger than the whole budget is not kept.
+func (p *Prober) store(e *entry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropLocked(e.key)
+	if len(e.gens) > maxNodeRecords {
+		return
+	}
+	p.cache[e.key] = p.recent.PushFront(e)
+	p.records += len(e.gens)
+	for p.records > maxNodeRecords || p.recent.Len() > maxEntries {
+		p.dropLocked(p.recent.Back().Value.(*entry).key)
+	}
+}
+
+func (p *Prober) drop(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropLocked(key)
+}
+
+func (p *Prober) dropLocked(key string) {
+	el, ok := p.cache[key]
+	if !ok {
+		return
+	}
+	p.records -= len(el.Value.(*entry).gens)
+	p.recent.Remove(el)
+	delete(p.cache, key)
 }
 
 // Forget drops the cached verdicts of keys with the given prefix, e.g. a
@@ -241,7 +395,7 @@ func (p *Prober) Forget(prefix string) {
 	defer p.mu.Unlock()
 	for k := range p.cache {
 		if strings.HasPrefix(k, prefix) {
-			delete(p.cache, k)
+			p.dropLocked(k)
 		}
 	}
 }

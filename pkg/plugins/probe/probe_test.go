@@ -101,7 +101,7 @@ func pluginOf(p fwk.Plugin) frameworkruntime.PluginFactory {
 
 // newFramework builds a profile of the given plugins over a snapshot of
 // nodes and the pods running on them.
-func newFramework(t *testing.T, nodes []*corev1.Node, running []*corev1.Pod, plugins ...tf.RegisterPluginFunc) (framework.Framework, []fwk.NodeInfo) {
+func newFramework(t testing.TB, nodes []*corev1.Node, running []*corev1.Pod, plugins ...tf.RegisterPluginFunc) (framework.Framework, []fwk.NodeInfo) {
 	t.Helper()
 	snapshot := schedcache.NewSnapshot(running, nodes)
 	// A profile needs a queue sort and a binder; neither takes part.

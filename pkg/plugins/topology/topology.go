@@ -176,15 +176,6 @@ type Topology struct {
 	runCtx context.Context
 }
 
-type rejection struct {
-	planinput.Rejection
-	at time.Time
-}
-
-// rejectionTTL bounds how long a refused node stays out of a group's plans:
-// the pod that blocked it may leave.
-const rejectionTTL = 2 * time.Minute
-
 var (
 	_ fwk.PreFilterPlugin   = &Topology{}
 	_ fwk.FilterPlugin      = &Topology{}
