@@ -74,7 +74,7 @@ func (f *Fed) goneIfMissing(k Key) {
 
 // OnPod, OnPodDeleted, OnPodGroup, OnComposite and OnGroupDeleted are the
 // informers' handlers, for callers that feed the cache themselves.
-func (f *Fed) OnPod(obj interface{})        { f.podChanged(obj) }
+func (f *Fed) OnPod(obj interface{})        { f.podChanged(obj, false) }
 func (f *Fed) OnPodDeleted(obj interface{}) { f.podDeleted(obj) }
 func (f *Fed) OnPodGroup(obj interface{})   { f.podGroupChanged(obj) }
 func (f *Fed) OnComposite(obj interface{})  { f.compositeChanged(obj) }
@@ -125,9 +125,11 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 		PodGroups: pf.Scheduling().V1alpha1().PodGroups().Lister(), CompositePodGroups: pf.Scheduling().V1alpha1().CompositePodGroups().Lister()}
 
 	podInf := factory.Core().V1().Pods().Informer()
-	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { f.podChanged(obj) },
-		UpdateFunc: func(_, obj interface{}) { f.podChanged(obj) },
+	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		// The initial list is told apart: a member bound in it may have
+		// been bound by an earlier run of the scheduler (AddListedPod).
+		AddFunc:    func(obj interface{}, initial bool) { f.podChanged(obj, initial) },
+		UpdateFunc: func(_, obj interface{}) { f.podChanged(obj, false) },
 		DeleteFunc: func(obj interface{}) { f.podDeleted(obj) },
 	}); err != nil {
 		return nil, err
@@ -194,13 +196,13 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 	return f, nil
 }
 
-func (f *Fed) podChanged(obj interface{}) {
+func (f *Fed) podChanged(obj interface{}, listed bool) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
 	old, wasTracked := f.GroupOf(pod.UID)
-	f.AddOrUpdatePod(pod)
+	f.addOrUpdatePod(pod, listed)
 	k, ok := f.GroupOf(pod.UID)
 	if ok {
 		f.notify(k, false)

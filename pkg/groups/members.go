@@ -19,11 +19,7 @@ import (
 // addMember files a new member under its state.
 func (g *Group) addMember(uid types.UID, m *Member) {
 	g.members[uid] = m
-	if g.byState[m.State] == nil {
-		g.byState[m.State] = map[types.UID]*Member{}
-	}
-	g.byState[m.State][uid] = m
-	g.counts[m.State]++
+	g.file(uid, m)
 }
 
 // moveMember refiles member m under state to.
@@ -31,21 +27,43 @@ func (g *Group) moveMember(uid types.UID, m *Member, to State) {
 	if m.State == to {
 		return
 	}
-	delete(g.byState[m.State], uid)
-	g.counts[m.State]--
+	g.unfile(uid, m)
 	m.State = to
-	if g.byState[to] == nil {
-		g.byState[to] = map[types.UID]*Member{}
-	}
-	g.byState[to][uid] = m
-	g.counts[to]++
+	g.file(uid, m)
 }
 
 // dropMember forgets member m.
 func (g *Group) dropMember(uid types.UID, m *Member) {
 	delete(g.members, uid)
+	g.unfile(uid, m)
+}
+
+// file enters m under its state, in the state's set and in the counts
+// kept beside it.
+func (g *Group) file(uid types.UID, m *Member) {
+	if g.byState[m.State] == nil {
+		g.byState[m.State] = map[types.UID]*Member{}
+	}
+	g.byState[m.State][uid] = m
+	g.counts[m.State]++
+	switch {
+	case m.State == Pending:
+		g.pendingAdded(m.created)
+	case m.State == Bound && m.scheduled:
+		g.scheduledBound++
+	}
+}
+
+// unfile takes m out of what file entered it in.
+func (g *Group) unfile(uid types.UID, m *Member) {
 	delete(g.byState[m.State], uid)
 	g.counts[m.State]--
+	switch {
+	case m.State == Pending:
+		g.pendingRemoved(m.created)
+	case m.State == Bound && m.scheduled:
+		g.scheduledBound--
+	}
 }
 
 // sameMemberSpec reports whether two versions of a member agree on what
@@ -76,7 +94,15 @@ func stateOf(pod *corev1.Pod, previous State) State {
 
 // AddOrUpdatePod records a pod. Pods in no group, or with a malformed
 // attachment, are not tracked (PreEnqueue reports the malformation).
-func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
+func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) { c.addOrUpdatePod(pod, false) }
+
+// AddListedPod records a pod of the informer's initial list. A member
+// already bound then is taken as scheduled (Member.scheduled): the
+// scheduler may have bound it before it (re)started, and nothing on the
+// pod tells that binding from a pod created with spec.nodeName.
+func (c *Cache) AddListedPod(pod *corev1.Pod) { c.addOrUpdatePod(pod, true) }
+
+func (c *Cache) addOrUpdatePod(pod *corev1.Pod, listed bool) {
 	a, grouped, err := Attach(pod)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -92,6 +118,12 @@ func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
 		known = false
 	}
 	g := c.getOrCreateLocked(a.Key)
+	youngest := g.youngest
+	defer func() {
+		if g.youngest != youngest {
+			c.refreshAncestorsLocked(g)
+		}
+	}()
 	if a.Key.Kind == LabelKind {
 		if !g.Exists {
 			c.bumpLocked(g)
@@ -107,13 +139,26 @@ func (c *Cache) AddOrUpdatePod(pod *corev1.Pod) {
 	}
 	m := g.members[pod.UID]
 	if m == nil {
-		m = &Member{State: Pending}
+		// A member first seen bound was bound before the cache knew it:
+		// created with spec.nodeName, labelled into the group while
+		// running, or, in the informer's initial list, bound by an earlier
+		// run of the scheduler. Only the last counts as scheduled.
+		s := stateOf(pod, Pending)
+		m = &Member{State: s, created: pod.CreationTimestamp.UnixNano(), scheduled: s == Bound && listed}
 		g.addMember(pod.UID, m)
 		c.bumpLocked(g)
 	} else if !sameMemberSpec(m.Pod, pod) {
 		c.bumpLocked(g)
 	}
 	next := stateOf(pod, m.State)
+	if next == Bound && m.State != Bound {
+		// The cache saw the member unbound in this group: it went through
+		// a binding, which only a scheduler writes (spec.nodeName of an
+		// existing pod cannot be set otherwise). This scheduler, or
+		// another replica while this one stood by: members whose
+		// schedulerName differs make the group invalid.
+		m.scheduled = true
+	}
 	if (next == Finished) != (m.State == Finished) {
 		c.bumpLocked(g)
 	}
@@ -228,7 +273,11 @@ func (c *Cache) removeMemberLocked(k Key, uid types.UID) {
 		return
 	}
 	if m := g.members[uid]; m != nil {
+		youngest := g.youngest
 		g.dropMember(uid, m)
+		if g.youngest != youngest {
+			c.refreshAncestorsLocked(g)
+		}
 		c.bumpLocked(g)
 		if k.Kind == LabelKind {
 			g.vote(m.State, m.minAvailable, -1)
@@ -255,12 +304,17 @@ func (c *Cache) setState(pod *corev1.Pod, s State, node string) {
 	if !ok {
 		return
 	}
-	m := c.groups[k].members[pod.UID]
+	g := c.groups[k]
+	m := g.members[pod.UID]
 	if m == nil || m.State == Bound || m.State == Finished {
 		return
 	}
-	c.groups[k].moveMember(pod.UID, m, s)
+	youngest := g.youngest
+	g.moveMember(pod.UID, m, s)
 	m.Node = node
+	if g.youngest != youngest {
+		c.refreshAncestorsLocked(g)
+	}
 }
 
 // HierarchyMembers returns the members whose state passes keep, of every

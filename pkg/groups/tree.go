@@ -50,7 +50,7 @@ func NewCache() *Cache {
 func (c *Cache) getOrCreateLocked(k Key) *Group {
 	g := c.groups[k]
 	if g == nil {
-		g = &Group{Key: k, members: map[types.UID]*Member{}, children: map[Key]struct{}{}}
+		g = &Group{Key: k, members: map[types.UID]*Member{}, children: map[Key]struct{}{}, youngest: noPending}
 		c.groups[k] = g
 	}
 	return g
@@ -115,7 +115,11 @@ func (c *Cache) SetComposite(cpg *v1alpha1.CompositePodGroup) {
 func (c *Cache) setParentLocked(g *Group, name string) {
 	if g.ParentName == name {
 		if name != "" {
-			c.getOrCreateLocked(g.Key.parent(name)).children[g.Key] = struct{}{}
+			p := c.getOrCreateLocked(g.Key.parent(name))
+			if _, ok := p.children[g.Key]; !ok {
+				p.children[g.Key] = struct{}{}
+				c.refreshYoungestLocked(p)
+			}
 		}
 		return
 	}
@@ -124,6 +128,7 @@ func (c *Cache) setParentLocked(g *Group, name string) {
 		if p := c.groups[old]; p != nil {
 			delete(p.children, g.Key)
 			c.bumpLocked(p)
+			c.refreshYoungestLocked(p)
 			c.gcLocked(old)
 		}
 	}
@@ -132,6 +137,7 @@ func (c *Cache) setParentLocked(g *Group, name string) {
 		p := c.getOrCreateLocked(g.Key.parent(name))
 		p.children[g.Key] = struct{}{}
 		c.bumpLocked(p)
+		c.refreshYoungestLocked(p)
 	}
 }
 

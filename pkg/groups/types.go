@@ -176,6 +176,14 @@ type Member struct {
 
 	// minAvailable is what a label group member's label says.
 	minAvailable int
+	// created is the pod's creation time in unix nanoseconds.
+	created int64
+	// scheduled: the member is bound, and the cache saw it unbound in this
+	// group first (it went through a binding), or found it bound in the
+	// informer's initial list (an earlier run of the scheduler may have
+	// bound it). A pod created with spec.nodeName, or labelled into the
+	// group while running, is bound without being scheduled.
+	scheduled bool
 }
 
 // Group is one node of a group tree. Its fields are a snapshot: callers get
@@ -219,6 +227,15 @@ type Group struct {
 	counts   [numStates]int
 	children map[Key]struct{}
 	rev      uint64 // see Cache.HierarchyRevision
+
+	// scheduledBound counts the bound members that are scheduled.
+	scheduledBound int
+	// pendingAt counts a leaf's pending members by creation time (unix
+	// nanoseconds); youngest is the latest of those times, for a composite
+	// the latest over the leaves under it, noPending when there is none.
+	// The queue orders a hierarchy by its root's youngest (sortkey.go).
+	pendingAt map[int64]int
+	youngest  int64
 }
 
 // IsLeaf reports whether the group holds pods (PodGroup or label group).

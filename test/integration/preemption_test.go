@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -249,4 +250,37 @@ func TestWorkloadPreemptionShapes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLabelsAfterBindingShieldNoPod is a tenant squatting on a node: seven
+// priority-0 pods and one of priority 1000 run, and are then labelled into
+// a basic PodGroup of priority 1000 with disruptionMode all. Another
+// tenant's plain pod of priority 1000 needing 3 cpu must still be placed,
+// evicting only the low pods it needs, never the pod of priority 1000.
+func TestLabelsAfterBindingShieldNoPod(t *testing.T) {
+	c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 1, CPU: "16", Memory: "64Gi", Pods: 110})
+	ctx := context.Background()
+	tenantA, tenantB := namespace(t, c), namespace(t, c)
+	for i := range 7 {
+		createPods(t, c, tenantA, member{name: fmt.Sprintf("low-%d", i), cpu: "2"})
+	}
+	createPods(t, c, tenantA, member{name: "high", cpu: "2", priorityClass: "high"})
+	waitBound(t, c, tenantA, "", 8)
+
+	crew := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "crew"}}
+	crew.Spec.SchedulingPolicy.Basic = &v1alpha1.BasicSchedulingPolicy{}
+	crew.Spec.Priority = ptr.To[int32](1000)
+	crew.Spec.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
+	createPodGroup(t, c, tenantA, crew)
+	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"crew"}}}`, v1alpha1.PodGroupLabel))
+	for _, name := range podNames(t, c, tenantA, "") {
+		_, err := c.Client.CoreV1().Pods(tenantA).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		require.NoError(t, err, "label %s into crew", name)
+	}
+
+	createPods(t, c, tenantB, member{name: "b-0", cpu: "3", priorityClass: "high"})
+	waitBound(t, c, tenantB, "b-", 1)
+	left := podNames(t, c, tenantA, "low-")
+	assert.GreaterOrEqual(t, len(left), 5, "at most the two low pods 3 cpu needs are evicted: %v remain", left)
+	assert.Equal(t, []string{"high"}, podNames(t, c, tenantA, "high"), "the pod of the group's priority is not evicted")
 }

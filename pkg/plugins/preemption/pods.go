@@ -28,9 +28,9 @@ import (
 //   - the members of one all-mode unit on a node are removed and reprieved
 //     together, and choosing any of them evicts the whole unit, wherever
 //     its other members run;
-//   - grouped victims (and a grouped preemptor) compare at their root
-//     group's priority, as group preemption does; a victim never above
-//     its own (victimPriority).
+//   - a grouped preemptor compares at its root group's priority, as group
+//     preemption does; a victim at its own, and only a member at its
+//     group's priority is part of the group's unit (victimOf).
 //
 // A pod this path does not help is answered UnschedulableAndUnresolvable,
 // so a DefaultPreemption listed later in the profile cannot split a unit.
@@ -118,20 +118,6 @@ func (p *Preemption) preemptPod(ctx context.Context, state fwk.CycleState, pod *
 				}
 			}
 		}
-		// A unit is evicted whole, so it is as hard to preempt as its
-		// highest member: a pod capped by victimPriority must not lower
-		// the members it joined.
-		for _, pods := range idx.members {
-			top := idx.byPod[pods[0].UID].priority
-			for _, m := range pods[1:] {
-				top = max(top, idx.byPod[m.UID].priority)
-			}
-			for _, m := range pods {
-				id := idx.byPod[m.UID]
-				id.priority = top
-				idx.byPod[m.UID] = id
-			}
-		}
 	}})
 	result, st := p.podPreemption.Preempt(ctx, state, pod, m)
 	switch {
@@ -148,14 +134,27 @@ func (p *Preemption) preemptPod(ctx context.Context, state fwk.CycleState, pod *
 // victimOf is the priority preemption compares for a placed pod, and its
 // eviction unit: the pod alone, its PodGroup with disruptionMode all, or
 // the highest CompositePodGroup with disruptionMode all above it.
+//
+// A pod is always compared at its own priority, which admission resolved
+// for its creator. It joins its group's unit only on the terms it could
+// have been scheduled into the group: with the group's priority
+// (PhalanxGang's PreFilter refuses members that differ). Labels of a
+// running pod can be changed by anyone who may edit it, so a pod whose
+// priority differs from its group's, or whose group has no priority to
+// compare with (a missing PriorityClass), was not scheduled as a member
+// and counts alone, as if it were in no group. Otherwise a priority-0 pod
+// labelled into a disruptionMode-all group beside one pod of high priority
+// would be evicted only with that pod, that is, never by a preemptor of
+// that priority; and a group's author could lower what a pod of higher
+// priority costs to evict.
 func (p *Preemption) victimOf(pod *corev1.Pod) victimID {
 	id := victimID{priority: groups.PodPriority(pod), kind: fwk.PodKeyType}
 	ch, grouped, err := p.groups.ChainOf(pod)
 	if !grouped || err != nil {
 		return id
 	}
-	if rp, _, ok := p.rootPriority(ch); ok {
-		id.priority = victimPriority(pod, rp)
+	if rp, _, ok := p.rootPriority(ch); !ok || rp != id.priority {
+		return id
 	}
 	for _, g := range ch {
 		if g.DisruptionAll {
@@ -167,19 +166,6 @@ func (p *Preemption) victimOf(pod *corev1.Pod) victimID {
 		}
 	}
 	return id
-}
-
-// victimPriority is the priority a running member of a group with priority
-// group is preempted at: the group's, but never more than the pod's own.
-// The pod's own priority is what admission resolved for its creator; a
-// group's is whatever the group's author wrote, and labels of a running
-// pod can be changed at will. Without the cap, anyone could make a
-// priority-0 pod unpreemptible by labelling it into a PodGroup of very high
-// priority. Members that were scheduled as part of their group have the
-// group's priority (PhalanxGang's PreFilter enforces it), so the cap only
-// ever lowers pods that joined a group after they were scheduled.
-func victimPriority(pod *corev1.Pod, group int32) int32 {
-	return min(groups.PodPriority(pod), group)
 }
 
 // preemptorPriority is the priority and policy pod preempts with: its root
@@ -196,8 +182,8 @@ func (p *Preemption) preemptorPriority(pod *corev1.Pod) (int32, corev1.Preemptio
 // rootPriority is the priority and policy of a chain's root, which are
 // authoritative for every pod under it. ok is false for a label gang or a
 // scheduler-plugins PodGroup, which have none of their own (their members
-// share the pod's), and for a root
-// whose PriorityClass cannot be resolved.
+// share the pod's, and neither can be a disruptionMode-all unit), and for
+// a root whose PriorityClass cannot be resolved.
 func (p *Preemption) rootPriority(ch groups.Chain) (int32, corev1.PreemptionPolicy, bool) {
 	if ch.Root().PriorityFromMembers {
 		return 0, "", false

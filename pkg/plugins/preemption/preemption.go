@@ -424,11 +424,9 @@ func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[ty
 				Unit:     id.unit,
 				Created:  pod.CreationTimestamp.UnixNano(),
 			}
-			if v.Priority >= prio && v.Unit == "" {
-				// A unit's members stay in the list: one of them at prio or
-				// above protects the whole unit in FindVictims, which its
-				// lower-priority members (see victimPriority) must not
-				// hide.
+			if v.Priority >= prio {
+				// The members of a unit share its priority (victimOf), so
+				// this drops a unit whole or not at all.
 				continue
 			}
 			out = append(out, v)

@@ -106,7 +106,7 @@ func evictedOn(t *testing.T, podGroups []*v1alpha1.PodGroup, pdbs []*policy.PodD
 	return names
 }
 
-func TestVictimsCountAtNoMoreThanTheirOwnPriority(t *testing.T) {
+func TestVictimsCountAtTheirOwnPriority(t *testing.T) {
 	tests := []struct {
 		name      string
 		podGroups []*v1alpha1.PodGroup
@@ -127,15 +127,15 @@ func TestVictimsCountAtNoMoreThanTheirOwnPriority(t *testing.T) {
 			pods:      []*corev1.Pod{running("vip-0", vipPriority, "vip"), running("vip-1", vipPriority, "vip")},
 		},
 		{
-			name:      "pods whose own priority is above their PodGroup's count at the group's",
+			name:      "pods whose own priority is above their PodGroup's count at their own",
 			podGroups: []*v1alpha1.PodGroup{groupOf("batch", 10, false)},
 			pods:      []*corev1.Pod{running("batch-0", 5000, "batch"), running("batch-1", 5000, "batch")},
-			evicted:   []string{"batch-0", "batch-1"},
 		},
 		{
-			name:      "a low pod labelled into a disruptionMode-all PodGroup is protected by the group's other members, not evicted without them",
+			name:      "a low pod labelled into a disruptionMode-all PodGroup is evicted alone, and the group's own member is not",
 			podGroups: []*v1alpha1.PodGroup{groupOf("crew", vipPriority, true)},
 			pods:      []*corev1.Pod{running("crew-0", vipPriority, "crew"), running("squatter", 0, "crew")},
+			evicted:   []string{"squatter"},
 			needs:     2000,
 		},
 		{

@@ -64,9 +64,18 @@ func TestSortKeyFollowsChanges(t *testing.T) {
 		{
 			name: "a member of b's gang binds, so b's gang is partly bound",
 			change: func(t *testing.T, fed *groups.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod) {
-				bound := member("y-bound", "y", 0)
+				pending := member("y-bound", "y", 0)
+				fed.AddOrUpdatePod(pending)
+				bound := pending.DeepCopy()
 				bound.Spec.NodeName = "n"
 				fed.AddOrUpdatePod(bound)
+				return a, b
+			},
+		},
+		{
+			name: "a younger member joins a's group, which then queues at its creation",
+			change: func(t *testing.T, fed *groups.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod) {
+				fed.AddOrUpdatePod(member("x-late", "x", 30))
 				return a, b
 			},
 		},

@@ -1,10 +1,11 @@
 // Package queuesort orders the scheduling queue so that gangs never
-// interleave: by priority, then gangs already partly bound, then by the
-// group's creation time (the pod's own
-// for plain pods), then by group identity, then by pod. Members of one group
-// compare equal on everything but the last key, so they sit next to each
-// other and a gang is attempted as a block instead of deadlocking in Permit
-// against a sibling gang.
+// interleave: by priority, then gangs the scheduler left partly bound, then
+// by queue time (for a group, the latest of its root's creation and its
+// youngest pending member's; a plain pod's own creation), then by group
+// identity, then by pod. Members of one group compare equal on everything
+// but the last key, so they sit next to each other and a gang is attempted
+// as a block instead of deadlocking in Permit against a sibling gang. How
+// the group facts are kept from being gamed is groups.SortFacts' concern.
 package queuesort
 
 import (
@@ -49,10 +50,11 @@ func (*QueueSort) Name() string { return Name }
 // string.
 type sortKey struct {
 	priority int32
-	// partial: the pod's gang has members bound but fewer than its
-	// minimum, e.g. after a scheduler stopped in the middle of its binds.
+	// partial: the pod's gang has members the scheduler bound but fewer
+	// than its minimum, e.g. after a scheduler stopped in the middle of its
+	// binds.
 	partial bool
-	created int64  // unix nanoseconds
+	created int64  // queue time, unix nanoseconds
 	group   string // "" for plain pods
 	// namespace and name of the pod, compared as "namespace/name".
 	namespace, name string
@@ -69,7 +71,8 @@ func (q *QueueSort) key(e fwk.QueuedEntityInfo) sortKey {
 	k.created = pod.CreationTimestamp.UnixNano()
 	if f, grouped := q.groups.SortFactsOf(pod); grouped {
 		// The queue has the pod's own priority; members share the group's
-		// (PreFilter rejects groups whose members disagree).
+		// (PreFilter rejects groups whose members disagree). f.Created is
+		// never before the pod's own creation.
 		k.created = f.Created
 		k.group = f.RootName
 		k.partial = f.Partial

@@ -122,9 +122,9 @@ func TestLess(t *testing.T) {
 			b:    newPod("p2", at(6)),
 		},
 		{
-			name: "a gang member takes its group's creation time, not its own",
-			a:    newPod("member", at(100), inGroup("old")),
-			b:    newPod("plain", at(5)),
+			name: "a gang member created after its group sorts at its own creation, not the group's",
+			a:    newPod("plain", at(5)),
+			b:    newPod("member", at(100), inGroup("old")),
 		},
 		{
 			name: "a plain pod created before a group comes before the group's older members",
@@ -133,17 +133,22 @@ func TestLess(t *testing.T) {
 		},
 		{
 			name: "members of an older group come before members of a newer group",
-			a:    newPod("z-old-member", at(99), inGroup("old")),
-			b:    newPod("a-new-member", at(0), inGroup("new")),
+			a:    newPod("z-old-member", at(0), inGroup("old")),
+			b:    newPod("a-new-member", at(60), inGroup("new")),
 		},
 		{
-			name: "a label gang is as old as its oldest member",
-			a:    newPod("lg-1", at(40), inLabelGang("lg")),
-			b:    newPod("plain", at(25)),
+			name: "a label gang sorts at its youngest pending member",
+			a:    newPod("lg-0", at(20), inLabelGang("lg")),
+			b:    newPod("plain", at(45)),
 		},
 		{
-			name: "members of a hierarchy take the root's creation time",
-			a:    newPod("leaf-member", at(70), inGroup("leaf")),
+			name: "a label gang's older member waits for its youngest pending one",
+			a:    newPod("plain", at(30)),
+			b:    newPod("lg-0", at(20), inLabelGang("lg")),
+		},
+		{
+			name: "members of a hierarchy take the root's creation time, not their leaf's",
+			a:    newPod("leaf-member", at(12), inGroup("leaf")),
 			b:    newPod("plain", at(15)),
 		},
 		{
@@ -185,6 +190,9 @@ func TestLess(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			q := fixture(t)
+			// The queue holds pending pods, which the cache tracks.
+			q.groups.AddOrUpdatePod(tt.a)
+			q.groups.AddOrUpdatePod(tt.b)
 			aq, bq := tt.aQueued, tt.bQueued
 			if aq.IsZero() {
 				aq, bq = t0, t0
@@ -233,15 +241,18 @@ func TestLessKeepsGangsTogether(t *testing.T) {
 	// The label gang's creation comes from the fixture's lg-0 (minute 20).
 	block["lg"] = append(block["lg"], "lg-0", "lg-1")
 	pods = append(pods, newPod("lg-0", at(20), inLabelGang("lg")), newPod("lg-1", at(40), inLabelGang("lg")))
+	for _, p := range pods {
+		q.groups.AddOrUpdatePod(p)
+	}
+	// Each hierarchy sorts at its youngest pending member, never before
+	// its root's creation.
 	want := []string{
-		"plain-00",
-		"leaf-0", "leaf-1", "leaf-2", "leaf-3", // root at 10
-		"plain-10", "plain-15",
-		"lg-0", "lg-1", "lg-2", "lg-3", "lg-4", "lg-5", // gang at 20, before the plain pod of 20
-		"plain-20",
-		"a-0", "a-1", "a-2", "a-3", // PodGroup a at 30, before b by identity
-		"b-0", "b-1", "b-2", "b-3",
-		"plain-30", "plain-31", "plain-45",
+		"plain-00", "plain-10",
+		"leaf-0", "leaf-1", "leaf-2", "leaf-3", // root at 10, youngest member at 15, before the plain pod of 15
+		"plain-15", "plain-20", "plain-30", "plain-31", "plain-45",
+		"a-0", "a-1", "a-2", "a-3", // PodGroup a at 30, youngest member at 61
+		"b-0", "b-1", "b-2", "b-3", // youngest at 65
+		"lg-0", "lg-1", "lg-2", "lg-3", "lg-4", "lg-5", // youngest at 85
 	}
 	require.Len(t, pods, len(want))
 
@@ -305,13 +316,17 @@ func TestName(t *testing.T) {
 	assert.Equal(t, "PhalanxQueueSort", (&QueueSort{}).Name())
 }
 
-// TestPartlyBoundGangSortsFirst: a gang with some members bound and fewer
-// than its minimum (a scheduler stopped during its binds) is finished
-// before older groups and plain pods of the same priority, but not before
-// higher priorities; a gang bound to its minimum is ordinary again.
+// TestPartlyBoundGangSortsFirst: a gang with members the scheduler bound
+// and fewer than its minimum (a scheduler stopped during its binds) is
+// finished before older groups and plain pods of the same priority, but
+// not before higher priorities; a gang bound to its minimum is ordinary
+// again.
 func TestPartlyBoundGangSortsFirst(t *testing.T) {
 	q := fixture(t)
 	bound := newPod("new-0", at(60), inGroup("new"))
+	q.groups.AddOrUpdatePod(bound)
+	q.groups.MarkAssumedOn(bound, "n1")
+	bound = bound.DeepCopy()
 	bound.Spec.NodeName = "n1"
 	q.groups.AddOrUpdatePod(bound)
 	last := newPod("new-1", at(60), inGroup("new"))
@@ -319,6 +334,7 @@ func TestPartlyBoundGangSortsFirst(t *testing.T) {
 	less := func(a, b *corev1.Pod) bool { return q.Less(entity(t, a, t0), entity(t, b, t0)) }
 
 	older := newPod("old-0", at(0), inGroup("old"))
+	q.groups.AddOrUpdatePod(older)
 	plain := newPod("plain", at(1))
 	assert.True(t, less(last, older), "the partly bound gang's last member before an older gang")
 	assert.False(t, less(older, last))
