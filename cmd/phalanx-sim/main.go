@@ -68,6 +68,7 @@ func up(args []string) error {
 	fs.IntVar(&topo.GPUs, "gpus-per-node", topo.GPUs, "nvidia.com/gpu per node")
 	fs.StringVar(&topo.CPU, "cpu", topo.CPU, "cpu per node")
 	fs.StringVar(&topo.Memory, "memory", topo.Memory, "memory per node")
+	draDevices := fs.Int("dra-devices", 0, "GPUs per node published as DRA devices (driver and DeviceClass "+sandbox.DeviceDriver+") through upstream's ResourceSlice controller; 0 publishes none")
 	kubeconfig := fs.String("kubeconfig", ".phalanx/kubeconfig", "where to write the admin kubeconfig")
 	dir := fs.String("dir", "", "data directory (default: a temporary directory removed on exit)")
 	verbosity := fs.Int("v", 0, "log verbosity of the control plane")
@@ -98,6 +99,12 @@ func up(args []string) error {
 		return err
 	}
 	defer cluster.Stop()
+	if *draDevices > 0 {
+		if err := sandbox.PublishDevices(ctx, cluster.Client, topo.Nodes(), sandbox.Devices{PerNode: *draDevices}); err != nil {
+			return fmt.Errorf("publish DRA devices: %w", err)
+		}
+		fmt.Printf("Published %d DRA devices per node (DeviceClass %s); try manifests/samples/dra-gang.yaml.\n", *draDevices, sandbox.DeviceClass)
+	}
 	fmt.Printf(`Sandbox ready in %.1fs: %d nodes, Phalanx serving schedulerName phalanx-scheduler, default-scheduler and scheduler-plugins-scheduler.
 
   export KUBECONFIG=%s
