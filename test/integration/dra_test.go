@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -57,14 +58,14 @@ func deviceRefusals(t *testing.T, c *sandbox.Cluster, ns string) []string {
 }
 
 // TestDRAGangs: gangs whose members each allocate a GPU through a
-// ResourceClaim, on 3 racks of 4 nodes with one GPU each published by
+// ResourceClaim, on 4 racks of 4 nodes with one GPU each published by
 // upstream's ResourceSlice controller, claims made from templates by
 // upstream's resourceclaim controller. A plan that counted only cpu would
 // put several members on one node, where the DynamicResources filter
 // refuses all but one and the gang retries as a unit.
 func TestDRAGangs(t *testing.T) {
 	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, Controllers: true, Topology: &sandbox.Topology{
-		Zones: 1, RacksPerZone: 3, NodesPerRack: 4, CPU: "32", Memory: "64Gi", Pods: 110}})
+		Zones: 1, RacksPerZone: 4, NodesPerRack: 4, CPU: "32", Memory: "64Gi", Pods: 110}})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // stops the device publishers before the cluster
 	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -109,7 +110,16 @@ func TestDRAGangs(t *testing.T) {
 		assert.Empty(t, deviceRefusals(t, c, ns), "no member was refused for devices after it was planned")
 	})
 
-	t.Run("a rack gang of members with claims of their own binds whole in the other rack", func(t *testing.T) {
+	t.Run("the user guide's sample DRA gang binds whole in one rack", func(t *testing.T) {
+		data, err := os.ReadFile("../../manifests/samples/dra-gang.yaml")
+		require.NoError(t, err)
+		require.NoError(t, applyYAML(ctx, c, ns, data))
+		eventually(t, 60*time.Second, "4 members of dra-trainer bound", func() (bool, error) { return countPrefix(boundPods(t, c, ns), "dra-trainer-") == 4, nil })
+		assert.Len(t, domainsOf(t, c, ns, "dra-trainer-", sandbox.RackLabel), 1, "one rack")
+		assert.Len(t, domainsOf(t, c, ns, "dra-trainer-", sandbox.HostnameLabel), 4, "one member per node")
+	})
+
+	t.Run("a rack gang of members with claims of their own binds whole in another rack", func(t *testing.T) {
 		createPodGroup(t, c, ns, rackGang("own", 4, sandbox.RackLabel))
 		for i := range 4 {
 			name := fmt.Sprintf("own-%d", i)
@@ -132,7 +142,7 @@ func TestDRAGangs(t *testing.T) {
 				allocated++
 			}
 		}
-		assert.Equal(t, 8, allocated, "every member of both gangs holds its device")
+		assert.Equal(t, 12, allocated, "every member of the three gangs holds its device")
 	})
 
 	t.Run("members sharing one claim of a rack-wide device land where its allocation reaches, in the rack with free GPUs", func(t *testing.T) {
@@ -198,15 +208,15 @@ func TestDRAGangs(t *testing.T) {
 		assert.Len(t, domainsOf(t, c, ns, "urgent-", sandbox.RackLabel), 1, "one rack")
 		var whole []string
 		left := 0
-		for _, g := range []string{"tmpl-", "own-", "cd-"} {
+		for _, g := range []string{"tmpl-", "own-", "cd-", "dra-trainer-"} {
 			n := len(podNames(t, c, ns, g))
 			left += n
 			if n == 4 {
 				whole = append(whole, g)
 			}
 		}
-		assert.Equal(t, 8, left, "exactly one rack's 4 device holders were evicted")
-		assert.Len(t, whole, 2, "the victims are one gang's members")
+		assert.Equal(t, 12, left, "exactly one rack's 4 device holders were evicted")
+		assert.Len(t, whole, 3, "the victims are one gang's members")
 		assert.Equal(t, []string{"nic-holder"}, podNames(t, c, ns, "nic-holder"), "the pod holding another class's device stays")
 	})
 }
