@@ -25,7 +25,7 @@ func (p *Preemption) LastEviction(root groups.Key) (Eviction, bool) {
 	p.mu.Lock()
 	pe := p.pending[root]
 	p.mu.Unlock()
-	if pe == nil || time.Since(pe.at) > victimWait {
+	if pe == nil || p.now().Sub(pe.at) > victimWait {
 		return Eviction{}, false
 	}
 	e := Eviction{At: pe.at}

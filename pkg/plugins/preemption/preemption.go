@@ -32,6 +32,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	upstream "k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	"k8s.io/utils/clock"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -77,6 +78,9 @@ type Preemption struct {
 	// both paths (evict.go).
 	executor *upstream.Executor
 
+	// clock tells the time of the waits for victims; nil is the real one.
+	clock clock.PassiveClock
+
 	mu      sync.Mutex
 	pending map[groups.Key]*pendingEviction
 }
@@ -104,6 +108,7 @@ func newPreemption(ctx context.Context, h fwk.Handle, rt *pluginrt.Runtime) (fwk
 		pdbs:    h.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 		pending: map[groups.Key]*pendingEviction{},
 		prober:  planinput.NewProber(h),
+		clock:   clock.RealClock{},
 	}
 	if p.podPreemption, p.executor, err = newPodEvaluator(ctx, h, p); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
@@ -489,7 +494,7 @@ func (p *Preemption) markPDBViolations(victims []placement.Victim, pods []fwk.Po
 }
 
 func (p *Preemption) remember(root groups.Key, victims []*corev1.Pod, planned map[string]string) {
-	pe := &pendingEviction{victims: map[types.UID]string{}, planned: planned, at: time.Now()}
+	pe := &pendingEviction{victims: map[types.UID]string{}, planned: planned, at: p.now()}
 	for _, v := range victims {
 		pe.victims[v.UID] = v.Namespace + "/" + v.Name
 		pe.claims = pe.claims || len(v.Spec.ResourceClaims) > 0
@@ -508,6 +513,13 @@ func (p *Preemption) plannedNode(root groups.Key, pod *corev1.Pod) string {
 		return pe.planned[planinput.PodKey(pod)]
 	}
 	return ""
+}
+
+func (p *Preemption) now() time.Time {
+	if p.clock == nil {
+		return time.Now()
+	}
+	return p.clock.Now()
 }
 
 func (p *Preemption) nodeExists(name string) bool {
@@ -529,7 +541,7 @@ func (p *Preemption) victimsLeft(root groups.Key, infos []fwk.NodeInfo) int {
 		victims = maps.Clone(pe.victims)
 	}
 	p.mu.Unlock()
-	if pe == nil || time.Since(pe.at) > victimWait {
+	if pe == nil || p.now().Sub(pe.at) > victimWait {
 		return 0
 	}
 	inSnapshot := map[types.UID]bool{}
