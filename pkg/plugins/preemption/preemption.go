@@ -19,6 +19,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,8 +96,14 @@ type Preemption struct {
 	// clock tells the time of the waits for victims; nil is the real one.
 	clock clock.PassiveClock
 
+	// groupEpoch moves with every group object change (groupChanged).
+	groupEpoch atomic.Uint64
+
 	mu      sync.Mutex
 	pending map[groups.Key]*pendingEviction
+	// answers are the searches kept for the members of each hierarchy
+	// root (answers.go).
+	answers map[groups.Key]*sharedAnswer
 }
 
 var _ fwk.PostFilterPlugin = &Preemption{}
@@ -128,15 +135,18 @@ func newPreemption(ctx context.Context, h fwk.Handle, rt *pluginrt.Runtime) (fwk
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	fed.SubscribeGone(p.forgetGroup)
+	fed.Subscribe(p.groupChanged)
 	rt.Register(ctx, h, p)
 	return p, nil
 }
 
-// forgetGroup drops the victims remembered for a hierarchy whose root is
-// gone; victimsLeft only clears them when the same group asks again.
+// forgetGroup drops the victims and the answer remembered for a hierarchy
+// whose root is gone; victimsLeft only clears the victims when the same
+// group asks again.
 func (p *Preemption) forgetGroup(k groups.Key) {
 	p.mu.Lock()
 	delete(p.pending, k)
+	delete(p.answers, k)
 	p.mu.Unlock()
 	p.prober.Forget(k.String() + "#")
 }
@@ -201,19 +211,17 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 
-	tree, err := p.groups.TreeOf(root.Key)
-	if err != nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
-	}
-	start := time.Now()
-	search, err := p.Search(ctx, p.handle, p.prober, tree, prio, infos, p.handle.NominatedPodsForNode, placement.Options{})
+	search, tree, err := p.searchFor(ctx, root.Key, prio, infos)
 	var inf *placement.Infeasible
+	var noTree *treeError
 	// When eviction cannot help, the member gives up any nomination an
 	// earlier preemption left in its status, as upstream's preemption does
 	// for a pod: the queue refiles it from the status at every failed
 	// attempt without one in the result, and the member would hold the
 	// node's room against every pod of lower priority for good.
 	switch {
+	case errors.As(err, &noTree):
+		return nil, fwk.NewStatus(fwk.Unschedulable, noTree.err.Error())
 	case errors.Is(err, ErrNoCandidates):
 		return noNomination(), fwk.NewStatus(fwk.Unschedulable, err.Error())
 	case errors.As(err, &inf):
@@ -222,7 +230,6 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.AsStatus(fmt.Errorf("search victims for %s: %w", root.Key, err))
 	}
 	result, byKey := search.Result, search.Pods
-	logger.V(4).Info("Searched victims", "group", root.Key, "candidates", len(search.Candidates), "duration", time.Since(start))
 	if len(result.Victims) == 0 {
 		// The whole group fits without evicting anyone: this member failed
 		// for another reason (a stale plan, another plugin's Filter), which
@@ -251,6 +258,38 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	return framework.NewPostFilterResultWithNominatedNode(node), fwk.NewStatus(fwk.Success, msg)
+}
+
+// treeError is a hierarchy searchFor could not read.
+type treeError struct{ err error }
+
+func (e *treeError) Error() string { return e.err.Error() }
+
+// searchFor is root's victim search at prio over infos: the answer an
+// earlier member got in the same state of the cluster when there is one
+// (answers.go), else a search, whose tree is returned with it. An answer
+// with victims is never shared, so it always comes with its tree.
+func (p *Preemption) searchFor(ctx context.Context, root groups.Key, prio int32, infos []fwk.NodeInfo) (*Searched, *groups.Tree, error) {
+	key, keyed := p.searchKeyOf(root, prio, infos)
+	if keyed {
+		if a := p.sharedSearch(root, key); a != nil {
+			return a.search, nil, a.err
+		}
+	}
+	tree, err := p.groups.TreeOf(root)
+	if err != nil {
+		return nil, nil, &treeError{err: err}
+	}
+	start := time.Now()
+	searches.Inc()
+	search, err := p.Search(ctx, p.handle, p.prober, tree, prio, infos, p.handle.NominatedPodsForNode, placement.Options{})
+	if err == nil {
+		klog.FromContext(ctx).V(4).Info("Searched victims", "group", root, "candidates", len(search.Candidates), "duration", time.Since(start))
+	}
+	if keyed {
+		p.keepSearch(root, key, tree, searchAnswer{search: search, err: err})
+	}
+	return search, tree, err
 }
 
 // ErrNoCandidates says no running pod has a priority below the group's.
