@@ -6,9 +6,10 @@
 //
 // The search is pkg/placement.FindVictims; this package only gathers its
 // input from the snapshot and the group cache, and acts on the answer:
-// nominations, eviction through upstream's Executor (evict.go), and a guard
+// nominations, eviction through upstream's Executor (evict.go), a guard
 // against preempting again for a group whose earlier victims are still
-// terminating.
+// terminating, and one search per group per change of the cluster, shared
+// by its members (answers.go).
 package preemption
 
 import (
