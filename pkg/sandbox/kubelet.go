@@ -23,11 +23,22 @@ import (
 // deleted.
 const RuntimeAnnotation = "sandbox.phalanx.dev/runtime-seconds"
 
+// IgnoreSIGTERMAnnotation set to "true" on a pod makes it behave as a
+// process that ignores SIGTERM: once deleted, it stays Terminating for its
+// whole grace period (until its deletionTimestamp, which the API server
+// sets to the delete plus terminationGracePeriodSeconds), and the node
+// agent removes it then, as a kubelet kills the containers when the grace
+// period ends. Any other pod "exits" at once on deletion, so that tests
+// which do not care about termination do not wait for it.
+const IgnoreSIGTERMAnnotation = "sandbox.phalanx.dev/ignore-sigterm"
+
 // nodeAgent is the sandbox's stand-in for every kubelet: it never runs a
 // container, it only reports bound pods as Running so that status counters
 // and "running" conditions are real, finishes pods whose runtime ends
 // (RuntimeAnnotation, activeDeadlineSeconds), and finishes graceful
-// deletions the way a kubelet would once containers stop.
+// deletions the way a kubelet would once containers stop: at once, or when
+// the grace period ends for a pod that ignores SIGTERM
+// (IgnoreSIGTERMAnnotation).
 type nodeAgent struct {
 	client kubernetes.Interface
 	queue  workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -85,6 +96,14 @@ func (a *nodeAgent) markRunning(ctx context.Context, key cache.ObjectName) error
 	}
 	pod := obj.(*corev1.Pod).DeepCopy()
 	if pod.DeletionTimestamp != nil {
+		if pod.Annotations[IgnoreSIGTERMAnnotation] == "true" {
+			if wait := time.Until(pod.DeletionTimestamp.Time); wait > 0 {
+				// Still running its grace period out: seen again when it
+				// ends, or at a new delete that shortens it.
+				a.queue.AddAfter(key, wait)
+				return nil
+			}
+		}
 		// A real kubelet stops the containers, then removes the pod for good.
 		zero := int64(0)
 		err := a.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{

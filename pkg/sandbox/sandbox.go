@@ -52,7 +52,9 @@ type Options struct {
 	// phalanx) on a free loopback port, and writes where into the
 	// kubeconfig (debugapi.KubeconfigExtension).
 	Diagnostics bool
-	// NodeAgent marks bound pods Running and completes their deletion.
+	// NodeAgent marks bound pods Running and completes their deletion: at
+	// once, or when the grace period ends for a pod that ignores SIGTERM
+	// (IgnoreSIGTERMAnnotation).
 	NodeAgent bool
 	// Controllers runs the Phalanx controllers (pkg/controller), upstream's
 	// Job controller and the garbage collector in-process.

@@ -284,3 +284,84 @@ func TestLabelsAfterBindingShieldNoPod(t *testing.T) {
 	assert.GreaterOrEqual(t, len(left), 5, "at most the two low pods 3 cpu needs are evicted: %v remain", left)
 	assert.Equal(t, []string{"high"}, podNames(t, c, tenantA, "high"), "the pod of the group's priority is not evicted")
 }
+
+// victimGraceSeconds is the terminationGracePeriodSeconds of the victims
+// of TestVictimsThatIgnoreSIGTERMAreEvictedOnce, which they run out in full.
+const victimGraceSeconds = 20
+
+// TestVictimsThatIgnoreSIGTERMAreEvictedOnce: a gang's victims ignore
+// SIGTERM and stay Terminating for their whole grace period. Meanwhile a
+// search would find no candidate in them yet count their room as used, so
+// the gang must wait for them rather than evict the other low pods too, and
+// must keep the freed room against a low pod replacing a victim. It binds
+// once they are gone, and only the first two pods were ever evicted.
+func TestVictimsThatIgnoreSIGTERMAreEvictedOnce(t *testing.T) {
+	c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 4, CPU: "4", Memory: "32Gi", Pods: 110})
+	ctx := context.Background()
+	ns := namespace(t, c)
+	for i := 0; i < 4; i++ {
+		p := member{name: fmt.Sprintf("low-%d", i), cpu: "4", priorityClass: "low"}.pod()
+		p.Annotations = map[string]string{sandbox.IgnoreSIGTERMAnnotation: "true"}
+		p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](victimGraceSeconds)
+		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	waitBound(t, c, ns, "low-", 4)
+	highGang(t, c, ns, "job", 2, "4", nil)
+
+	// evicted are the low pods seen terminating or gone, and ends when each
+	// one's grace period ends by its deletionTimestamp.
+	evicted := map[string]bool{}
+	ends := map[string]time.Time{}
+	replaced := false
+	eventually(t, (victimGraceSeconds+90)*time.Second, "the gang bound after its victims are gone", func() (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		running, present, bound := map[string]bool{}, map[string]bool{}, 0
+		for _, p := range pods.Items {
+			present[p.Name] = true
+			switch {
+			case strings.HasPrefix(p.Name, "low-") && p.DeletionTimestamp != nil:
+				evicted[p.Name] = true
+				ends[p.Name] = p.DeletionTimestamp.Time
+			case strings.HasPrefix(p.Name, "low-"):
+				running[p.Name] = true
+			case strings.HasPrefix(p.Name, "job-") && p.Spec.NodeName != "":
+				bound++
+			}
+		}
+		for i := 0; i < 4; i++ {
+			name := fmt.Sprintf("low-%d", i)
+			if !running[name] && !evicted[name] {
+				evicted[name] = true
+				require.Contains(t, ends, name, "%s went away without being seen terminating", name)
+				assert.False(t, time.Now().Before(ends[name]), "%s went away before its grace period ended", name)
+			}
+		}
+		require.LessOrEqual(t, len(evicted), 2, "only the first two victims are evicted: %v", evicted)
+		if len(evicted) == 2 && !replaced {
+			// A Job would replace its evicted pod with one of the same
+			// priority, which must not take the room freed for the gang.
+			createPods(t, c, ns, member{name: "replacement", cpu: "4", priorityClass: "low"})
+			replaced = true
+		}
+		if bound < 2 {
+			return false, nil
+		}
+		for name := range evicted {
+			assert.False(t, present[name], "the gang bound while victim %s still terminated", name)
+		}
+		return true, nil
+	})
+	assert.Len(t, podNames(t, c, ns, "low-"), 2)
+	assert.Zero(t, boundWithPrefix(t, c, ns, "replacement"), "the replacement did not take the gang's room")
+	events, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Preempted"})
+	require.NoError(t, err)
+	var preempted []string
+	for _, e := range events.Items {
+		preempted = append(preempted, e.InvolvedObject.Name)
+	}
+	assert.LessOrEqual(t, len(preempted), 2, "Preempted events: %v", preempted)
+}

@@ -1,15 +1,18 @@
 package preemption
 
 import (
+	"maps"
 	"sort"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
 // Eviction is the plugin's last preemption for a hierarchy while its
 // victims may still be terminating: the group does not preempt again until
-// they are gone or victimWait has passed.
+// they are gone or their wait has ended (waitEnd).
 type Eviction struct {
 	At time.Time
 	// Victims are namespace/name, sorted.
@@ -19,22 +22,33 @@ type Eviction struct {
 }
 
 // LastEviction returns root's remembered preemption, false when there is
-// none or it is older than the wait for its victims. It only reads: the
-// memory is cleared by the group's next PostFilter.
+// none or the wait for every victim has ended. It only reads: the memory is
+// cleared by the group's next PostFilter.
 func (p *Preemption) LastEviction(root groups.Key) (Eviction, bool) {
 	p.mu.Lock()
 	pe := p.pending[root]
+	var victims map[types.UID]pendingVictim
+	if pe != nil {
+		// evict drops the victims it rejects in Permit while this runs.
+		victims = maps.Clone(pe.victims)
+	}
 	p.mu.Unlock()
-	if pe == nil || time.Since(pe.at) > victimWait {
+	if pe == nil {
 		return Eviction{}, false
 	}
+	now := p.now()
 	e := Eviction{At: pe.at}
-	for uid, name := range pe.victims {
-		e.Victims = append(e.Victims, name)
-		ns, n := splitKey(name)
-		if pod, err := p.pods.Pods(ns).Get(n); err == nil && pod.UID == uid {
-			e.Left = append(e.Left, name)
+	waiting := false
+	for uid, v := range victims {
+		e.Victims = append(e.Victims, v.name)
+		pod := p.victimPod(uid, v)
+		if pod != nil {
+			e.Left = append(e.Left, v.name)
 		}
+		waiting = waiting || !now.After(waitEnd(pe.at, v, pod))
+	}
+	if !waiting {
+		return Eviction{}, false
 	}
 	sort.Strings(e.Victims)
 	sort.Strings(e.Left)

@@ -81,10 +81,10 @@ func (n victimNode) NumPodGroupDisruptions() int  { return 0 }
 // the condition cannot be written (a Job would count the eviction as a
 // failure of its own). The first victim of each group gets the group's
 // DisruptionTarget condition too. As in the Executor, a failure stops the
-// victims not yet started (the group preempts again once victimWait has
-// passed); after a complete eviction, the pods of priority below the
-// group's nominated to the victims' nodes lose their nomination, except
-// the group's own members (own) just nominated there.
+// victims not yet started (the group preempts again once its wait for
+// them ends, waitEnd); after a complete eviction, the pods of priority
+// below the group's nominated to the victims' nodes lose their nomination,
+// except the group's own members (own) just nominated there.
 func (p *Preemption) evict(ctx context.Context, g *groupPreemptor, victims []*corev1.Pod, own []*corev1.Pod) {
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithCancel(ctx)

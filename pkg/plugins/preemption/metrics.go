@@ -16,8 +16,13 @@ var (
 		Help:           "Pods evicted by group-level preemption.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	searches = metrics.NewCounter(&metrics.CounterOpts{
+		Name:           "phalanx_preemption_searches_total",
+		Help:           "Victim searches run by group-level preemption.",
+		StabilityLevel: metrics.ALPHA,
+	})
 )
 
 func init() {
-	legacyregistry.MustRegister(preemptions, victimsTotal)
+	legacyregistry.MustRegister(preemptions, victimsTotal, searches)
 }

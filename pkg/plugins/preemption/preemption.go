@@ -6,9 +6,10 @@
 //
 // The search is pkg/placement.FindVictims; this package only gathers its
 // input from the snapshot and the group cache, and acts on the answer:
-// nominations, eviction through upstream's Executor (evict.go), and a guard
+// nominations, eviction through upstream's Executor (evict.go), a guard
 // against preempting again for a group whose earlier victims are still
-// terminating.
+// terminating, and one search per group per change of the cluster, shared
+// by its members (answers.go).
 package preemption
 
 import (
@@ -19,6 +20,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +34,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	upstream "k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	"k8s.io/utils/clock"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -45,12 +48,20 @@ import (
 // Name is the plugin's name in a KubeSchedulerConfiguration.
 const Name = pluginrt.PreemptionName
 
-// victimWait bounds how long a group waits for its earlier victims before
-// it may preempt again (a victim stuck terminating must not block forever).
-const victimWait = 2 * time.Minute
+// victimMargin is how long past the end of its grace period a group still
+// waits for a victim: time for the eviction to reach the API server, for
+// the kubelet to kill the containers and report, and for a claim's devices
+// to be freed after. A victim still there then is taken to be stuck (its
+// node lost, a finalizer nobody removes) and holds the group back no
+// longer. With the default grace period of 30 s, the wait is two minutes.
+const victimMargin = 90 * time.Second
+
+// defaultGrace is the terminationGracePeriodSeconds the API server gives a
+// pod that sets none.
+const defaultGrace = 30 * time.Second
 
 type pendingEviction struct {
-	victims map[types.UID]string // uid -> namespace/name
+	victims map[types.UID]pendingVictim
 	// planned is the node the search's plan gives each pending member (by
 	// planinput.PodKey), the room the evictions free for it.
 	planned map[string]string
@@ -59,6 +70,12 @@ type pendingEviction struct {
 	// once the claims no longer list it (the resourceclaim controller
 	// frees them after the pod is gone).
 	claims bool
+}
+
+// pendingVictim is one victim a group waits for.
+type pendingVictim struct {
+	name  string        // namespace/name
+	grace time.Duration // its terminationGracePeriodSeconds
 }
 
 // Preemption implements the group-level PostFilter.
@@ -77,8 +94,17 @@ type Preemption struct {
 	// both paths (evict.go).
 	executor *upstream.Executor
 
+	// clock tells the time of the waits for victims; nil is the real one.
+	clock clock.PassiveClock
+
+	// groupEpoch moves with every group object change (groupChanged).
+	groupEpoch atomic.Uint64
+
 	mu      sync.Mutex
 	pending map[groups.Key]*pendingEviction
+	// answers are the searches kept for the members of each hierarchy
+	// root (answers.go).
+	answers map[groups.Key]*sharedAnswer
 }
 
 var _ fwk.PostFilterPlugin = &Preemption{}
@@ -104,20 +130,24 @@ func newPreemption(ctx context.Context, h fwk.Handle, rt *pluginrt.Runtime) (fwk
 		pdbs:    h.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 		pending: map[groups.Key]*pendingEviction{},
 		prober:  planinput.NewProber(h),
+		clock:   clock.RealClock{},
 	}
 	if p.podPreemption, p.executor, err = newPodEvaluator(ctx, h, p); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	fed.SubscribeGone(p.forgetGroup)
+	fed.Subscribe(p.groupChanged)
 	rt.Register(ctx, h, p)
 	return p, nil
 }
 
-// forgetGroup drops the victims remembered for a hierarchy whose root is
-// gone; victimsLeft only clears them when the same group asks again.
+// forgetGroup drops the victims and the answer remembered for a hierarchy
+// whose root is gone; victimsLeft only clears the victims when the same
+// group asks again.
 func (p *Preemption) forgetGroup(k groups.Key) {
 	p.mu.Lock()
 	delete(p.pending, k)
+	delete(p.answers, k)
 	p.mu.Unlock()
 	p.prober.Forget(k.String() + "#")
 }
@@ -182,19 +212,17 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 
-	tree, err := p.groups.TreeOf(root.Key)
-	if err != nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
-	}
-	start := time.Now()
-	search, err := p.Search(ctx, p.handle, p.prober, tree, prio, infos, p.handle.NominatedPodsForNode, placement.Options{})
+	search, tree, err := p.searchFor(ctx, root.Key, prio, infos)
 	var inf *placement.Infeasible
+	var noTree *treeError
 	// When eviction cannot help, the member gives up any nomination an
 	// earlier preemption left in its status, as upstream's preemption does
 	// for a pod: the queue refiles it from the status at every failed
 	// attempt without one in the result, and the member would hold the
 	// node's room against every pod of lower priority for good.
 	switch {
+	case errors.As(err, &noTree):
+		return nil, fwk.NewStatus(fwk.Unschedulable, noTree.err.Error())
 	case errors.Is(err, ErrNoCandidates):
 		return noNomination(), fwk.NewStatus(fwk.Unschedulable, err.Error())
 	case errors.As(err, &inf):
@@ -203,7 +231,6 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.AsStatus(fmt.Errorf("search victims for %s: %w", root.Key, err))
 	}
 	result, byKey := search.Result, search.Pods
-	logger.V(4).Info("Searched victims", "group", root.Key, "candidates", len(search.Candidates), "duration", time.Since(start))
 	if len(result.Victims) == 0 {
 		// The whole group fits without evicting anyone: this member failed
 		// for another reason (a stale plan, another plugin's Filter), which
@@ -232,6 +259,38 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	return framework.NewPostFilterResultWithNominatedNode(node), fwk.NewStatus(fwk.Success, msg)
+}
+
+// treeError is a hierarchy searchFor could not read.
+type treeError struct{ err error }
+
+func (e *treeError) Error() string { return e.err.Error() }
+
+// searchFor is root's victim search at prio over infos: the answer an
+// earlier member got in the same state of the cluster when there is one
+// (answers.go), else a search, whose tree is returned with it. An answer
+// with victims is never shared, so it always comes with its tree.
+func (p *Preemption) searchFor(ctx context.Context, root groups.Key, prio int32, infos []fwk.NodeInfo) (*Searched, *groups.Tree, error) {
+	key, keyed := p.searchKeyOf(root, prio, infos)
+	if keyed {
+		if a := p.sharedSearch(root, key); a != nil {
+			return a.search, nil, a.err
+		}
+	}
+	tree, err := p.groups.TreeOf(root)
+	if err != nil {
+		return nil, nil, &treeError{err: err}
+	}
+	start := time.Now()
+	searches.Inc()
+	search, err := p.Search(ctx, p.handle, p.prober, tree, prio, infos, p.handle.NominatedPodsForNode, placement.Options{})
+	if err == nil {
+		klog.FromContext(ctx).V(4).Info("Searched victims", "group", root, "candidates", len(search.Candidates), "duration", time.Since(start))
+	}
+	if keyed {
+		p.keepSearch(root, key, tree, searchAnswer{search: search, err: err})
+	}
+	return search, tree, err
 }
 
 // ErrNoCandidates says no running pod has a priority below the group's.
@@ -489,9 +548,13 @@ func (p *Preemption) markPDBViolations(victims []placement.Victim, pods []fwk.Po
 }
 
 func (p *Preemption) remember(root groups.Key, victims []*corev1.Pod, planned map[string]string) {
-	pe := &pendingEviction{victims: map[types.UID]string{}, planned: planned, at: time.Now()}
+	pe := &pendingEviction{victims: map[types.UID]pendingVictim{}, planned: planned, at: p.now()}
 	for _, v := range victims {
-		pe.victims[v.UID] = v.Namespace + "/" + v.Name
+		grace := defaultGrace
+		if s := v.Spec.TerminationGracePeriodSeconds; s != nil {
+			grace = time.Duration(*s) * time.Second
+		}
+		pe.victims[v.UID] = pendingVictim{name: v.Namespace + "/" + v.Name, grace: grace}
 		pe.claims = pe.claims || len(v.Spec.ResourceClaims) > 0
 	}
 	p.mu.Lock()
@@ -510,26 +573,37 @@ func (p *Preemption) plannedNode(root groups.Key, pod *corev1.Pod) string {
 	return ""
 }
 
+func (p *Preemption) now() time.Time {
+	if p.clock == nil {
+		return time.Now()
+	}
+	return p.clock.Now()
+}
+
 func (p *Preemption) nodeExists(name string) bool {
 	_, err := p.handle.SnapshotSharedLister().NodeInfos().Get(name)
 	return err == nil
 }
 
 // victimsLeft counts earlier victims of root that still exist, so a group
-// never preempts again while its last victims terminate. A victim counts
-// while the API server still has it or the cycle's snapshot still holds its
-// room: the snapshot lags the informer, and a search on a snapshot that
-// still shows a victim would pick a second, needless set of victims.
+// never preempts again while its last victims terminate: a terminating pod
+// is no candidate, yet its room counts as used, so a search then would
+// pick a second, needless set of victims, or find none and drop the
+// members' nominations to the room on its way. A victim counts while the
+// API server still has it or the cycle's snapshot still holds its room
+// (the snapshot lags the informer), and only until its wait ends
+// (waitEnd), however long its grace period: a victim stuck terminating
+// must not hold the group back for good.
 func (p *Preemption) victimsLeft(root groups.Key, infos []fwk.NodeInfo) int {
 	p.mu.Lock()
 	pe := p.pending[root]
-	var victims map[types.UID]string
+	var victims map[types.UID]pendingVictim
 	if pe != nil {
 		// evict drops the victims it rejects in Permit while this runs.
 		victims = maps.Clone(pe.victims)
 	}
 	p.mu.Unlock()
-	if pe == nil || time.Since(pe.at) > victimWait {
+	if pe == nil {
 		return 0
 	}
 	inSnapshot := map[types.UID]bool{}
@@ -540,23 +614,55 @@ func (p *Preemption) victimsLeft(root groups.Key, infos []fwk.NodeInfo) int {
 			}
 		}
 	}
+	now := p.now()
 	left := 0
-	for uid, name := range victims {
-		ns, n := splitKey(name)
-		if pod, err := p.pods.Pods(ns).Get(n); (err == nil && pod.UID == uid) || inSnapshot[uid] {
-			left++
-			delete(victims, uid)
+	gone := map[types.UID]string{}
+	for uid, v := range victims {
+		pod := p.victimPod(uid, v)
+		if now.After(waitEnd(pe.at, v, pod)) {
+			continue
 		}
+		if pod != nil || inSnapshot[uid] {
+			left++
+			continue
+		}
+		gone[uid] = v.name
 	}
-	if pe.claims && len(victims) > 0 {
-		left += p.holdingDevices(victims)
+	if pe.claims && len(gone) > 0 {
+		left += p.holdingDevices(gone)
 	}
 	if left == 0 {
 		p.mu.Lock()
-		delete(p.pending, root)
+		if p.pending[root] == pe {
+			delete(p.pending, root)
+		}
 		p.mu.Unlock()
 	}
 	return left
+}
+
+// victimPod is the victim as the API server has it, nil when it is gone
+// (or a pod of the same name replaced it).
+func (p *Preemption) victimPod(uid types.UID, v pendingVictim) *corev1.Pod {
+	ns, n := splitKey(v.name)
+	if pod, err := p.pods.Pods(ns).Get(n); err == nil && pod.UID == uid {
+		return pod
+	}
+	return nil
+}
+
+// waitEnd is when a group stops waiting for victim v (pod, nil when gone)
+// of its preemption at at: its grace period's end plus victimMargin. Once
+// the victim is deleted, its deletionTimestamp is that end as the API
+// server set it, counted from the delete (which a slow eviction sends
+// late, and a later delete with a shorter grace period brings forward);
+// before, the end is counted from the preemption.
+func waitEnd(at time.Time, v pendingVictim, pod *corev1.Pod) time.Time {
+	end := at.Add(v.grace)
+	if pod != nil && pod.DeletionTimestamp != nil {
+		end = pod.DeletionTimestamp.Time
+	}
+	return end.Add(victimMargin)
 }
 
 // holdingDevices counts the victims, gone from the API, that claims still
