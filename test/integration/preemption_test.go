@@ -32,8 +32,22 @@ func preemptionCluster(t *testing.T, topology *sandbox.Topology) *sandbox.Cluste
 	} {
 		_, err := c.Client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{})
 		require.NoError(t, err)
+		waitPriorityClassAdmitted(t, c, pc.Name)
 	}
 	return c
+}
+
+// waitPriorityClassAdmitted waits until the API server's Priority
+// admission, which reads PriorityClasses from an informer, knows the
+// class: a pod created right after its class was refused ("no
+// PriorityClass with name low was found") on a loaded machine.
+func waitPriorityClassAdmitted(t *testing.T, c *sandbox.Cluster, class string) {
+	t.Helper()
+	probe := member{name: "priority-probe", cpu: "1", priorityClass: class}.pod()
+	eventually(t, 30*time.Second, "PriorityClass "+class+" known to admission", func() (bool, error) {
+		_, err := c.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil, nil
+	})
 }
 
 // podNames lists the pods of ns (not terminating) with the given prefix.
