@@ -95,14 +95,11 @@ func TestKubectlPhalanxExplainsEachStage(t *testing.T) {
 		Topology: &sandbox.Topology{Zones: 1, RacksPerZone: 2, NodesPerRack: 3, CPU: "4", Memory: "16Gi", Pods: 110}})
 	ctx := context.Background()
 	never := corev1.PreemptNever
-	for _, pc := range []*schedulingv1.PriorityClass{
-		{ObjectMeta: metav1.ObjectMeta{Name: "low"}, Value: 10},
-		{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000},
-		{ObjectMeta: metav1.ObjectMeta{Name: "high-never"}, Value: 1000, PreemptionPolicy: &never},
-	} {
-		_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	createPriorityClasses(t, c,
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "low"}, Value: 10},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high-never"}, Value: 1000, PreemptionPolicy: &never},
+	)
 	ns := namespace(t, c)
 	pods := func(group string, n int, cpu, class string) {
 		for i := range n {

@@ -25,10 +25,7 @@ import (
 // pending beside free room.
 func TestPodLevelPreemptionStaysInTheGroupsDomain(t *testing.T) {
 	c := preemptionCluster(t, nil)
-	ctx := context.Background()
-	_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "lowest"}, Value: 1}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createPriorityClasses(t, c, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "lowest"}, Value: 1})
 	rackNodes(t, c, "n", 2, 1, "4", nil)
 	ns := namespace(t, c)
 	createPinnedPods(t, c, ns,

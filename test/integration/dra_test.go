@@ -180,9 +180,8 @@ func TestDRAGangs(t *testing.T) {
 
 	t.Run("a higher-priority gang preempts the pods holding the devices it needs, and leaves a pod holding another class's device alone", func(t *testing.T) {
 		require.NoError(t, sandbox.PublishDevices(ctx, c.Client, nodeList, sandbox.Devices{Driver: "nic.phalanx.dev", PerNode: 1}))
-		_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "urgent"}, Value: 1000}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		_, err = c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
+		createPriorityClasses(t, c, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "urgent"}, Value: 1000})
+		_, err := c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: "nic"},
 			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
 				Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "nic.phalanx.dev"},

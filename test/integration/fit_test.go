@@ -214,16 +214,12 @@ func TestFitAgreesWithScheduler(t *testing.T) {
 	}
 	t.Logf("seeds %d..%d; replay one with PHALANX_FIT_SEED=<seed> go test -count=1 -run TestFitAgreesWithScheduler -v ./test/integration/", first, first+int64(cases)-1)
 	c := startCluster(t, sandbox.Options{Scheduler: true, Diagnostics: true, NodeAgent: true})
-	ctx := context.Background()
 	never := corev1.PreemptNever
-	for _, pc := range []*schedulingv1.PriorityClass{
-		{ObjectMeta: metav1.ObjectMeta{Name: "fit-low"}, Value: 10},
-		{ObjectMeta: metav1.ObjectMeta{Name: "fit-high"}, Value: 1000},
-		{ObjectMeta: metav1.ObjectMeta{Name: "fit-high-never"}, Value: 1000, PreemptionPolicy: &never},
-	} {
-		_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	createPriorityClasses(t, c,
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "fit-low"}, Value: 10},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "fit-high"}, Value: 1000},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "fit-high-never"}, Value: 1000, PreemptionPolicy: &never},
+	)
 
 	verdicts, domains, victims, exact := 0, 0, 0, 0
 	byVerdict := map[string]int{}
@@ -486,13 +482,10 @@ func TestFitReadsPriorityClassesFromTheFiles(t *testing.T) {
 	c := startCluster(t, sandbox.Options{Scheduler: true, Diagnostics: true, NodeAgent: true})
 	ctx := context.Background()
 	ns := namespace(t, c)
-	for _, pc := range []*schedulingv1.PriorityClass{
-		{ObjectMeta: metav1.ObjectMeta{Name: "pcfile-low"}, Value: 10},
-		{ObjectMeta: metav1.ObjectMeta{Name: "pcfile-existing"}, Value: 500},
-	} {
-		_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	createPriorityClasses(t, c,
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "pcfile-low"}, Value: 10},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "pcfile-existing"}, Value: 500},
+	)
 	node := sandbox.NewNode("pcfile-n0", map[string]string{sandbox.HostnameLabel: "pcfile-n0"},
 		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")})
 	require.NoError(t, sandbox.CreateNodes(ctx, c.Client, []*corev1.Node{node}))

@@ -452,10 +452,7 @@ func TestPermitTimeoutReleasesEverything(t *testing.T) {
 func TestMismatchedMembersAreRejectedAsAGroup(t *testing.T) {
 	c := startCluster(t, sandbox.Options{Scheduler: true})
 	addNodes(t, c, "n", 4, "8", 0)
-	ctx := context.Background()
-	_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createPriorityClasses(t, c, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000})
 
 	t.Run("a pod whose priority differs from the group's keeps the whole group pending", func(t *testing.T) {
 		ns := namespace(t, c)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -25,15 +26,10 @@ import (
 func preemptionCluster(t *testing.T, topology *sandbox.Topology) *sandbox.Cluster {
 	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, Topology: topology})
 	never := corev1.PreemptNever
-	for _, pc := range []*schedulingv1.PriorityClass{
-		{ObjectMeta: metav1.ObjectMeta{Name: "low"}, Value: 10},
-		{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000},
-		{ObjectMeta: metav1.ObjectMeta{Name: "high-never"}, Value: 1000, PreemptionPolicy: &never},
-	} {
-		_, err := c.Client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{})
-		require.NoError(t, err)
-		waitPriorityClassAdmitted(t, c, pc.Name)
-	}
+	createPriorityClasses(t, c,
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "low"}, Value: 10},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high-never"}, Value: 1000, PreemptionPolicy: &never})
 	return c
 }
 
@@ -48,6 +44,23 @@ func waitPriorityClassAdmitted(t *testing.T, c *sandbox.Cluster, class string) {
 		_, err := c.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil, nil
 	})
+}
+
+// createPriorityClasses creates the classes (one that exists already is
+// kept) and returns once pod admission knows each of them: admission reads
+// classes from an informer, and on a loaded machine a pod created right
+// after its class was refused with "no PriorityClass with name".
+func createPriorityClasses(t *testing.T, c *sandbox.Cluster, classes ...*schedulingv1.PriorityClass) {
+	t.Helper()
+	for _, pc := range classes {
+		_, err := c.Client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err, "create PriorityClass %s", pc.Name)
+		}
+	}
+	for _, pc := range classes {
+		waitPriorityClassAdmitted(t, c, pc.Name)
+	}
 }
 
 // podNames lists the pods of ns (not terminating) with the given prefix.

@@ -121,9 +121,7 @@ func TestRandomizedInvariants(t *testing.T) {
 	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, Controllers: true, SchedulerConfig: []byte(cfg)})
 	for name, value := range randomClasses {
 		if name != "" {
-			_, err := c.Client.SchedulingV1().PriorityClasses().Create(context.Background(),
-				&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}, metav1.CreateOptions{})
-			require.NoError(t, err)
+			createPriorityClasses(t, c, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value})
 		}
 	}
 	start := time.Now()

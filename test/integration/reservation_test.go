@@ -241,9 +241,8 @@ func TestReservation(t *testing.T) {
 	t.Run("a higher-priority gang takes the hold over", func(t *testing.T) {
 		ns := namespace(t, c)
 		setup(t, "o", ns, 0)
-		_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
-			ObjectMeta: metav1.ObjectMeta{Name: "resv-vip"}, Value: 100, PreemptionPolicy: ptr.To(corev1.PreemptNever)}, metav1.CreateOptions{})
-		require.NoError(t, err)
+		createPriorityClasses(t, c, &schedulingv1.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: "resv-vip"}, Value: 100, PreemptionPolicy: ptr.To(corev1.PreemptNever)})
 		t.Cleanup(func() { _ = c.Client.SchedulingV1().PriorityClasses().Delete(ctx, "resv-vip", metav1.DeleteOptions{}) })
 		pg := gangPG("vip", 2)
 		pg.Spec.PriorityClassName = "resv-vip"

@@ -51,9 +51,7 @@ func prio(v int32) string { return fmt.Sprintf("u-%d", v) }
 func createUpstreamPriorities(t *testing.T, c *sandbox.Cluster) {
 	t.Helper()
 	for _, v := range upstreamPriorities {
-		_, err := c.Client.SchedulingV1().PriorityClasses().Create(context.Background(),
-			&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: prio(v)}, Value: v}, metav1.CreateOptions{})
-		require.NoError(t, err)
+		createPriorityClasses(t, c, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: prio(v)}, Value: v})
 	}
 }
 
@@ -2538,9 +2536,7 @@ func TestUpstreamCompositePreemption(t *testing.T) {
 	c := preemptionCluster(t, nil)
 	createUpstreamPriorities(t, c)
 	never := corev1.PreemptNever
-	_, err := c.Client.SchedulingV1().PriorityClasses().Create(context.Background(),
-		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "u-100-never"}, Value: 100, PreemptionPolicy: &never}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createPriorityClasses(t, c, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "u-100-never"}, Value: 100, PreemptionPolicy: &never})
 	fooBudget := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "pdb"},
 		Spec: policyv1.PodDisruptionBudgetSpec{

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	restclient "k8s.io/client-go/rest"
@@ -88,11 +87,7 @@ func createPodObjects(t *testing.T, c *sandbox.Cluster, ns string, pods ...*core
 func priorityClasses(t *testing.T, c *sandbox.Cluster, classes map[string]int32) {
 	t.Helper()
 	for name, v := range classes {
-		_, err := c.Client.SchedulingV1().PriorityClasses().Create(context.Background(), &schedulingv1.PriorityClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: v}, metav1.CreateOptions{})
-		if !apierrors.IsAlreadyExists(err) {
-			require.NoError(t, err)
-		}
+		createPriorityClasses(t, c, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: v})
 	}
 }
 
