@@ -17,7 +17,7 @@ FUZZ_TARGETS = \
 	./pkg/placement:FuzzFindVictims
 FUZZTIME ?= 10s
 
-.PHONY: all build generate verify lint test test-unit fuzz test-integration soak run clean tools image scheduler-plugins upstream-perf
+.PHONY: all build generate verify lint test test-unit fuzz test-integration testreport test-times-reset soak run clean tools image scheduler-plugins upstream-perf
 
 all: build
 
@@ -50,13 +50,23 @@ lint: tools
 	$(GO) vet ./...
 	$(BIN)/staticcheck $$($(GO) list ./... | grep -v /pkg/generated/)
 
-test-unit:
-	$(GO) test -race -count=1 $(UNIT_PKGS)
+# Every go test run of `make test` goes through hack/testreport: one line
+# per package, a failing test's whole output, and its durations recorded in
+# TEST_TIMES so that `make test` ends with the slowest tests of all of them.
+TEST_TIMES ?= .phalanx/test-times.tsv
+TESTREPORT = $(BIN)/testreport -record $(TEST_TIMES) -slowest 0
+
+testreport:
+	@mkdir -p $(dir $(TEST_TIMES))
+	$(GO) build -o $(BIN)/testreport ./hack/testreport
+
+test-unit: testreport
+	set -o pipefail; $(GO) test -race -count=1 -json $(UNIT_PKGS) 2>&1 | $(TESTREPORT)
 
 # pkg/bench's own tests link the API server (through pkg/sandbox), so they
 # run here rather than in test-unit.
-test-integration:
-	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./test/integration/... ./pkg/bench/
+test-integration: testreport
+	set -o pipefail; $(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) -json ./test/integration/... ./pkg/bench/ 2>&1 | $(TESTREPORT)
 
 # Each fuzz target for FUZZTIME past its seed corpus (testdata/fuzz/<Target>
 # beside it; test-unit runs the corpus too). A failing input is written
@@ -72,7 +82,11 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
 	done
 
-test: test-unit fuzz test-integration
+test-times-reset:
+	@rm -f $(TEST_TIMES)
+
+test: test-times-reset test-unit fuzz test-integration
+	@$(BIN)/testreport -summarize $(TEST_TIMES)
 
 # The randomized invariant runner with SOAK_SEEDS seeds (default 1,000;
 # make test runs the 20 fixed seeds and the regression seeds), SOAK_PARALLEL
