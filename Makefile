@@ -17,7 +17,7 @@ FUZZ_TARGETS = \
 	./pkg/placement:FuzzFindVictims
 FUZZTIME ?= 10s
 
-.PHONY: all build generate verify lint test test-unit fuzz test-integration testreport test-times-reset soak run clean tools image scheduler-plugins upstream-perf
+.PHONY: all build generate verify lint test test-unit fuzz test-integration testreport test-times-reset integration-times soak run clean tools image scheduler-plugins upstream-perf
 
 all: build
 
@@ -65,8 +65,23 @@ test-unit: testreport
 
 # pkg/bench's own tests link the API server (through pkg/sandbox), so they
 # run here rather than in test-unit.
+# The integration tests run in INTEGRATION_SHARDS processes at once
+# (hack/shardtest: they share process-wide state, so not with t.Parallel),
+# dealt longest first by the durations in INTEGRATION_TIMES; refresh that
+# file from a full run with `make integration-times`.
+INTEGRATION_SHARDS ?= 2
+INTEGRATION_TIMES ?= hack/integration-times.tsv
+INTEGRATION_PKG = github.com/phalanx-sched/phalanx/test/integration
+
 test-integration: testreport
-	set -o pipefail; $(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) -json ./test/integration/... ./pkg/bench/ 2>&1 | $(TESTREPORT)
+	$(GO) build -o $(BIN)/shardtest ./hack/shardtest
+	$(GO) test -c -o $(BIN)/integration.test ./test/integration
+	set -o pipefail; ( $(BIN)/shardtest -binary $(abspath $(BIN))/integration.test -dir test/integration \
+	    -package $(INTEGRATION_PKG) -shards $(INTEGRATION_SHARDS) -times $(INTEGRATION_TIMES) -timeout $(INTEGRATION_TIMEOUT) && \
+	  $(GO) test -count=1 -json ./pkg/bench/ ) 2>&1 | $(TESTREPORT)
+
+integration-times:
+	grep -P '^$(INTEGRATION_PKG)\t' $(TEST_TIMES) | cut -f1-3 | sort > $(INTEGRATION_TIMES)
 
 # Each fuzz target for FUZZTIME past its seed corpus (testdata/fuzz/<Target>
 # beside it; test-unit runs the corpus too). A failing input is written
