@@ -58,6 +58,14 @@ type deviceState struct {
 	// use it; shared are the unallocated claims several members share.
 	users  map[string][]*corev1.Pod
 	shared map[string]*resourceapi.ResourceClaim
+	// members keeps what each member's claims ask, read once: the shape
+	// key and the shape's constraints both need it for the same pod.
+	members map[*corev1.Pod]resolvedClaims
+}
+
+type resolvedClaims struct {
+	claims memberClaims
+	err    error
 }
 
 // memberClaims is what one member's claims ask, or why it cannot be
@@ -74,7 +82,7 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 		return c.devices
 	}
 	st := &deviceState{refs: map[string]int{}, classes: map[string]bool{}, domainKey: map[*corev1.Pod]string{},
-		users: map[string][]*corev1.Pod{}, shared: map[string]*resourceapi.ResourceClaim{}}
+		users: map[string][]*corev1.Pod{}, shared: map[string]*resourceapi.ResourceClaim{}, members: map[*corev1.Pod]resolvedClaims{}}
 	c.devices = st
 	dra := c.DRA
 	if dra.Manager() == nil {
@@ -100,13 +108,10 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 	var walk func(*groups.Tree)
 	walk = func(t *groups.Tree) {
 		for _, m := range t.Members {
-			for i := range m.Pod.Spec.ResourceClaims {
-				if name, _, err := resourceclaim.Name(m.Pod, &m.Pod.Spec.ResourceClaims[i]); err == nil && name != nil {
-					k := m.Pod.Namespace + "/" + *name
-					st.refs[k]++
-					if m.State == groups.Pending {
-						st.users[k] = append(st.users[k], m.Pod)
-					}
+			for _, k := range ClaimKeys(m.Pod) {
+				st.refs[k]++
+				if m.State == groups.Pending {
+					st.users[k] = append(st.users[k], m.Pod)
 				}
 			}
 		}
@@ -118,12 +123,35 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 	return st
 }
 
-// claimsOf resolves pod's claims as the DynamicResources filter would.
+// ClaimKeys are the ResourceClaims pod uses (namespace/name) whose names
+// are known: claims it names, and claims made from its templates once its
+// status records them. Claims not made yet are left out.
+func ClaimKeys(pod *corev1.Pod) []string {
+	var out []string
+	for i := range pod.Spec.ResourceClaims {
+		if name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && name != nil {
+			out = append(out, pod.Namespace+"/"+*name)
+		}
+	}
+	return out
+}
+
+// claimsOf resolves pod's claims as the DynamicResources filter would,
+// once per plan.
 func (c *Constraints) claimsOf(ctx context.Context, tree *groups.Tree, pod *corev1.Pod) (memberClaims, error) {
 	st := c.deviceState(ctx, tree)
 	if st.err != nil {
 		return memberClaims{}, st.err
 	}
+	if r, ok := st.members[pod]; ok {
+		return r.claims, r.err
+	}
+	mc, err := c.resolveClaims(st, pod)
+	st.members[pod] = resolvedClaims{mc, err}
+	return mc, err
+}
+
+func (c *Constraints) resolveClaims(st *deviceState, pod *corev1.Pod) (memberClaims, error) {
 	var claims []*resourceapi.ResourceClaim
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
@@ -496,12 +524,9 @@ func (c *Constraints) FreedDevices(pod *corev1.Pod) placement.Resources {
 		return nil
 	}
 	var out placement.Resources
-	for i := range pod.Spec.ResourceClaims {
-		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
-		if err != nil || name == nil {
-			continue
-		}
-		claim, err := c.DRA.Manager().ResourceClaims().Get(pod.Namespace, *name)
+	for _, k := range ClaimKeys(pod) {
+		ns, name, _ := strings.Cut(k, "/")
+		claim, err := c.DRA.Manager().ResourceClaims().Get(ns, name)
 		if err != nil || claim.Status.Allocation == nil {
 			continue
 		}
