@@ -49,6 +49,10 @@ type deviceState struct {
 	err  error
 	// refs counts, per claim (namespace/name), the members that use it.
 	refs map[string]int
+	// ofGroup are the claims (namespace/name) members use through their
+	// group's resourceClaims: shared by definition, however many members
+	// exist yet.
+	ofGroup map[string]bool
 	// classes are the device classes the plan's shapes count.
 	classes map[string]bool
 	// domainKey is, per representative pod, the node label whose domains
@@ -81,7 +85,7 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 	if c.devices != nil {
 		return c.devices
 	}
-	st := &deviceState{refs: map[string]int{}, classes: map[string]bool{}, domainKey: map[*corev1.Pod]string{},
+	st := &deviceState{refs: map[string]int{}, ofGroup: map[string]bool{}, classes: map[string]bool{}, domainKey: map[*corev1.Pod]string{},
 		users: map[string][]*corev1.Pod{}, shared: map[string]*resourceapi.ResourceClaim{}, members: map[*corev1.Pod]resolvedClaims{}}
 	c.devices = st
 	dra := c.DRA
@@ -114,6 +118,9 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 					st.users[k] = append(st.users[k], m.Pod)
 				}
 			}
+			for _, k := range groupClaimKeys(t.Claims, m.Pod) {
+				st.ofGroup[k] = true
+			}
 		}
 		for _, ch := range t.Children {
 			walk(ch)
@@ -121,6 +128,23 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 	}
 	walk(tree)
 	return st
+}
+
+// groupClaimKeys are the claims (namespace/name) pod uses through entries
+// that match its group's claims.
+func groupClaimKeys(claims []groups.GroupClaim, pod *corev1.Pod) []string {
+	var out []string
+	for _, gc := range claims {
+		if gc.ClaimName == "" {
+			continue
+		}
+		for i := range pod.Spec.ResourceClaims {
+			if gc.Matches(&pod.Spec.ResourceClaims[i]) {
+				out = append(out, pod.Namespace+"/"+gc.ClaimName)
+			}
+		}
+	}
+	return out
 }
 
 // ClaimKeys are the ResourceClaims pod uses (namespace/name) whose names
@@ -183,7 +207,8 @@ func (c *Constraints) resolveClaims(st *deviceState, pod *corev1.Pod) (memberCla
 		claims = append(claims, claim)
 	}
 	return memberClaims{demand: devices.DemandOf(claims, func(cl *resourceapi.ResourceClaim) bool {
-		return st.refs[cl.Namespace+"/"+cl.Name] > 1
+		k := cl.Namespace + "/" + cl.Name
+		return st.refs[k] > 1 || st.ofGroup[k]
 	})}, nil
 }
 
