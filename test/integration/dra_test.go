@@ -209,6 +209,14 @@ func TestDRAGangs(t *testing.T) {
 		assert.Len(t, claim.Status.ReservedFor, 4, "each member reserves it")
 	})
 
+	t.Run("the user guide's sample gang sharing its PodGroup's claim binds whole in one rack", func(t *testing.T) {
+		data, err := os.ReadFile("../../manifests/samples/dra-group-claim.yaml")
+		require.NoError(t, err)
+		require.NoError(t, applyYAML(ctx, c, ns, data))
+		eventually(t, 60*time.Second, "4 members of fabric-trainer bound", func() (bool, error) { return countPrefix(boundPods(t, c, ns), "fabric-trainer-") == 4, nil })
+		assert.Len(t, domainsOf(t, c, ns, "fabric-trainer-", sandbox.RackLabel), 1, "one rack")
+	})
+
 	t.Run("a PodGroup whose claim is made from a template is refused with the field named", func(t *testing.T) {
 		pg := gangPG("grp-tmpl", 1)
 		pg.Spec.ResourceClaims = []v1alpha1.PodGroupResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
