@@ -56,7 +56,22 @@ func SpecOfPodGroup(pg *v1alpha1.PodGroup) Spec {
 			s.PreferredKeys = append(s.PreferredKeys, p.Key)
 		}
 	}
+	for _, c := range pg.Spec.ResourceClaims {
+		s.Claims = append(s.Claims, GroupClaim{Name: c.Name, ClaimName: deref(c.ResourceClaimName), TemplateName: deref(c.ResourceClaimTemplateName)})
+	}
+	s.Invalid = templateClaims(s.Claims, "no controller makes a Phalanx PodGroup's claim from a template (a member's entry naming the template would get a claim of its own)")
 	return s
+}
+
+// templateClaims refuses group claims made from templates: see the user
+// guide's "GPUs through DRA". why says what stands in the way.
+func templateClaims(claims []GroupClaim, why string) string {
+	for _, c := range claims {
+		if c.TemplateName != "" {
+			return fmt.Sprintf("spec.resourceClaims[%s]: a group's claim is shared through resourceClaimName, not resourceClaimTemplateName: %s", c.Name, why)
+		}
+	}
+	return ""
 }
 
 // SpecOfComposite reads a Phalanx CompositePodGroup.
@@ -96,6 +111,12 @@ func SpecOfNativePodGroup(pg *schedv1beta1.PodGroup) Spec {
 	// Upstream's API has one required key and no preference; the levels
 	// come from an annotation, as for scheduler-plugins' PodGroups.
 	s.PreferredKeys, s.Invalid = preferredFromAnnotation(pg.Annotations, s.TopologyKey)
+	for _, c := range pg.Spec.ResourceClaims {
+		s.Claims = append(s.Claims, GroupClaim{Name: c.Name, ClaimName: deref(c.ResourceClaimName), TemplateName: deref(c.ResourceClaimTemplateName)})
+	}
+	if s.Invalid == "" {
+		s.Invalid = templateClaims(s.Claims, "the claim kube-controller-manager makes belongs to the PodGroup, and phalanx-scheduler's DynamicResources plugin, which runs with DRAWorkloadResourceClaims off, accepts only claims made for the pod")
+	}
 	return s
 }
 

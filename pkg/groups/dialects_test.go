@@ -17,6 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	xfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
 
 func xKey(name string) Key {
@@ -290,4 +292,31 @@ func TestHierarchyWaitTimeout(t *testing.T) {
 		assert.Equal(t, 20*time.Second, c.HierarchyWaitTimeout(xKey(name)), "%s: the strictest group of the hierarchy", name)
 	}
 	assert.Equal(t, 20*time.Second, c.HierarchyWaitTimeout(cpgKey("job")))
+}
+
+// Group claims: both dialects carry their resourceClaims into the Spec,
+// a member's entry uses the group's claim only when it matches exactly,
+// and a claim made from a template is refused with the field named.
+func TestGroupClaims(t *testing.T) {
+	phalanx := SpecOfPodGroup(&v1alpha1.PodGroup{Spec: v1alpha1.PodGroupSpec{ResourceClaims: []v1alpha1.PodGroupResourceClaim{
+		{Name: "channel", ResourceClaimName: ptr.To("cd-channel")}}}})
+	assert.Equal(t, []GroupClaim{{Name: "channel", ClaimName: "cd-channel"}}, phalanx.Claims)
+	assert.Empty(t, phalanx.Invalid)
+
+	native := SpecOfNativePodGroup(&schedv1beta1.PodGroup{Spec: schedv1beta1.PodGroupSpec{ResourceClaims: []schedv1beta1.PodGroupResourceClaim{
+		{Name: "channel", ResourceClaimName: ptr.To("cd-channel")}}}})
+	assert.Equal(t, phalanx.Claims, native.Claims)
+	assert.Empty(t, native.Invalid)
+
+	gc := phalanx.Claims[0]
+	assert.True(t, gc.Matches(&corev1.PodResourceClaim{Name: "channel", ResourceClaimName: ptr.To("cd-channel")}))
+	assert.False(t, gc.Matches(&corev1.PodResourceClaim{Name: "other", ResourceClaimName: ptr.To("cd-channel")}), "another entry name")
+	assert.False(t, gc.Matches(&corev1.PodResourceClaim{Name: "channel", ResourceClaimTemplateName: ptr.To("cd-channel")}), "a template of that name")
+
+	tmpl := SpecOfPodGroup(&v1alpha1.PodGroup{Spec: v1alpha1.PodGroupSpec{ResourceClaims: []v1alpha1.PodGroupResourceClaim{
+		{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}}})
+	assert.Contains(t, tmpl.Invalid, "spec.resourceClaims[gpu]")
+	nativeTmpl := SpecOfNativePodGroup(&schedv1beta1.PodGroup{Spec: schedv1beta1.PodGroupSpec{ResourceClaims: []schedv1beta1.PodGroupResourceClaim{
+		{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}}})
+	assert.Contains(t, nativeTmpl.Invalid, "spec.resourceClaims[gpu]")
 }

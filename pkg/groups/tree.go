@@ -98,6 +98,7 @@ func (c *Cache) SetGroup(k Key, spec Spec) {
 	g.PriorityFromMembers = spec.PriorityFromMembers
 	g.MinResources = spec.MinResources
 	g.WaitTimeout = spec.WaitTimeout
+	g.Claims = spec.Claims
 	g.Invalid = spec.Invalid
 	c.setParentLocked(g, spec.Parent)
 }
@@ -178,6 +179,9 @@ type Info struct {
 
 	MinResources corev1.ResourceList
 	WaitTimeout  time.Duration
+	// Claims are the group's own DRA claims; shared with the cache: do
+	// not modify.
+	Claims []GroupClaim
 
 	// Invalid explains why the group cannot be scheduled as defined, ""
 	// when it can.
@@ -192,7 +196,7 @@ func infoOf(g *Group) Info {
 		TopologyKey: g.TopologyKey, PreferredKeys: g.PreferredKeys, DisruptionAll: g.DisruptionAll, Created: g.Created.UnixNano(),
 		PriorityClassName: g.PriorityClassName, Priority: g.Priority, PreemptionPolicy: g.PreemptionPolicy,
 		PriorityFromMembers: g.PriorityFromMembers, MinResources: g.MinResources, WaitTimeout: g.WaitTimeout,
-		Invalid:  g.Invalid,
+		Claims: g.Claims, Invalid: g.Invalid,
 		Existing: g.Existing(), Placed: g.Placed(), Bound: g.counts[Bound],
 	}
 }

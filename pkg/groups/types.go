@@ -146,9 +146,27 @@ type Spec struct {
 	// WaitTimeout bounds this group's Permit wait; 0 takes the profile's.
 	WaitTimeout time.Duration
 
+	// Claims are the DRA claims the group declares for its members to
+	// share (a PodGroup's spec.resourceClaims).
+	Claims []GroupClaim
+
 	// Invalid explains why the object cannot be scheduled as written, for
 	// definitions the dialect's own validation lets through.
 	Invalid string
+}
+
+// GroupClaim is one entry of a group's resourceClaims. A member uses it
+// through an entry of its own spec.resourceClaims with the same name and
+// the same claim or template name, as upstream matches them.
+type GroupClaim struct {
+	Name string
+	// ClaimName or TemplateName is set, as in the entry.
+	ClaimName, TemplateName string
+}
+
+// Matches says whether a pod's claim entry uses the group's claim.
+func (gc GroupClaim) Matches(pc *corev1.PodResourceClaim) bool {
+	return pc.Name == gc.Name && deref(pc.ResourceClaimName) == gc.ClaimName && deref(pc.ResourceClaimTemplateName) == gc.TemplateName
 }
 
 // State is a member pod's scheduling state.
@@ -212,6 +230,7 @@ type Group struct {
 
 	MinResources corev1.ResourceList
 	WaitTimeout  time.Duration
+	Claims       []GroupClaim
 
 	// Invalid explains why the group's own definition is unusable (a label
 	// group whose members disagree on min-available, or an object its

@@ -75,7 +75,7 @@ func publishNode(ctx context.Context, client kubernetes.Interface, n *corev1.Nod
 			}
 			devs = append(devs, dev)
 		}
-		ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
+		err := startSlices(ctx, resourceslice.Options{
 			DriverName: d.Driver,
 			KubeClient: client,
 			Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID},
@@ -85,11 +85,20 @@ func publishNode(ctx context.Context, client kubernetes.Interface, n *corev1.Nod
 		if err != nil {
 			return fmt.Errorf("publish devices of node %s: %w", n.Name, err)
 		}
-		go func() {
-			<-ctx.Done()
-			ctrl.Stop()
-		}()
 	}
+	return nil
+}
+
+// startSlices runs one upstream ResourceSlice controller until ctx ends.
+func startSlices(ctx context.Context, opts resourceslice.Options) error {
+	ctrl, err := resourceslice.StartController(ctx, opts)
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		ctrl.Stop()
+	}()
 	return nil
 }
 
@@ -151,7 +160,7 @@ func PublishDomainDevices(ctx context.Context, client kubernetes.Interface, driv
 		}
 	}
 	syncDelay := 100 * time.Millisecond
-	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
+	err := startSlices(ctx, resourceslice.Options{
 		DriverName: driver,
 		KubeClient: client,
 		Resources:  &resourceslice.DriverResources{Pools: pools},
@@ -160,9 +169,5 @@ func PublishDomainDevices(ctx context.Context, client kubernetes.Interface, driv
 	if err != nil {
 		return fmt.Errorf("publish devices of %s: %w", driver, err)
 	}
-	go func() {
-		<-ctx.Done()
-		ctrl.Stop()
-	}()
 	return waitForSlices(ctx, client, driver, len(values))
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
 )
 
@@ -176,6 +177,54 @@ func TestDRAGangs(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, claim.Status.Allocation, "the shared claim is allocated once")
 		assert.Len(t, claim.Status.ReservedFor, 4, "for every member")
+	})
+
+	t.Run("a gang whose PodGroup carries the claim its members share binds whole where the claim reaches, the claim allocated once for the group", func(t *testing.T) {
+		_, err := c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "grp-channel"},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "channel", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "channel.phalanx.dev"},
+			}}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		// No topology constraint and no device of a node's own: the
+		// group's claim alone keeps the gang in one rack.
+		pg := gangPG("grp", 4)
+		pg.Spec.ResourceClaims = []v1alpha1.PodGroupResourceClaim{{Name: "channel", ResourceClaimName: ptr.To("grp-channel")}}
+		createPodGroup(t, c, ns, pg)
+		for i := range 4 {
+			p := member{name: fmt.Sprintf("grp-%d", i), labels: inGroup("grp"), cpu: "1"}.pod()
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "channel", ResourceClaimName: ptr.To("grp-channel")}}
+			p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "channel"}}
+			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		eventually(t, 60*time.Second, "4 members of grp bound", func() (bool, error) { return countPrefix(boundPods(t, c, ns), "grp-") == 4, nil })
+		assert.Len(t, domainsOf(t, c, ns, "grp-", sandbox.RackLabel), 1, "one rack: the group claim's")
+		assert.Empty(t, deviceRefusals(t, c, ns), "no member was refused for the claim after it was planned")
+		claim, err := c.Client.ResourceV1().ResourceClaims(ns).Get(ctx, "grp-channel", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, claim.Status.Allocation, "the group's claim is allocated once")
+		assert.Equal(t, "PodGroup "+ns+"/grp", claim.Annotations["scheduling.phalanx.dev/allocated-for"], "by Phalanx, for the group")
+		assert.Len(t, claim.Status.ReservedFor, 4, "each member reserves it")
+	})
+
+	t.Run("the user guide's sample gang sharing its PodGroup's claim binds whole in one rack", func(t *testing.T) {
+		data, err := os.ReadFile("../../manifests/samples/dra-group-claim.yaml")
+		require.NoError(t, err)
+		require.NoError(t, applyYAML(ctx, c, ns, data))
+		eventually(t, 60*time.Second, "4 members of fabric-trainer bound", func() (bool, error) { return countPrefix(boundPods(t, c, ns), "fabric-trainer-") == 4, nil })
+		assert.Len(t, domainsOf(t, c, ns, "fabric-trainer-", sandbox.RackLabel), 1, "one rack")
+	})
+
+	t.Run("a PodGroup whose claim is made from a template is refused with the field named", func(t *testing.T) {
+		pg := gangPG("grp-tmpl", 1)
+		pg.Spec.ResourceClaims = []v1alpha1.PodGroupResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
+		createPodGroup(t, c, ns, pg)
+		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, draMember("grp-tmpl-0", "grp-tmpl", "gpu", ""), metav1.CreateOptions{})
+		require.NoError(t, err)
+		waitGroupCondition(t, c, ns, "grp-tmpl", "Schedulable", "spec.resourceClaims[gpu]")
+		require.NoError(t, c.Client.CoreV1().Pods(ns).Delete(ctx, "grp-tmpl-0", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}))
 	})
 
 	t.Run("a higher-priority gang preempts the pods holding the devices it needs, and leaves a pod holding another class's device alone", func(t *testing.T) {

@@ -138,6 +138,18 @@ func TestCRDValidationRejectsInvalidObjects(t *testing.T) {
 				p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1alpha1.PodGroupResourceClaim{Name: fmt.Sprintf("c%d", i), ResourceClaimName: ptr.To("x")})
 			}
 		}), []string{"spec.resourceClaims", "must have at most 4 items"}},
+		{"two resource claims of one name", pg(func(p *v1alpha1.PodGroup) {
+			p.Spec.ResourceClaims = []v1alpha1.PodGroupResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("a")}, {Name: "gpu", ResourceClaimName: ptr.To("b")}}
+		}), []string{"spec.resourceClaims[1]", "Duplicate value"}},
+		{"a resource claim naming both a claim and a template", pg(func(p *v1alpha1.PodGroup) {
+			p.Spec.ResourceClaims = []v1alpha1.PodGroupResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("a"), ResourceClaimTemplateName: ptr.To("t")}}
+		}), []string{"spec.resourceClaims[0]", "exactly one of resourceClaimName or resourceClaimTemplateName must be set"}},
+		{"a resource claim naming neither", pg(func(p *v1alpha1.PodGroup) {
+			p.Spec.ResourceClaims = []v1alpha1.PodGroupResourceClaim{{Name: "gpu"}}
+		}), []string{"spec.resourceClaims[0]", "exactly one of resourceClaimName or resourceClaimTemplateName must be set"}},
+		{"a resource claim whose name is not a DNS label", pg(func(p *v1alpha1.PodGroup) {
+			p.Spec.ResourceClaims = []v1alpha1.PodGroupResourceClaim{{Name: "GPU_0", ResourceClaimName: ptr.To("a")}}
+		}), []string{"spec.resourceClaims[0].name", "should match"}},
 		{"a CompositePodGroup with minGroupCount 0", func(name string) error {
 			_, err := cpgs.Create(ctx, &v1alpha1.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{Name: name},
 				Spec: v1alpha1.CompositePodGroupSpec{SchedulingPolicy: v1alpha1.CompositePodGroupSchedulingPolicy{Gang: &v1alpha1.CompositeGangSchedulingPolicy{}}}}, metav1.CreateOptions{})

@@ -205,13 +205,18 @@ type SingleCompositeDisruptionMode struct{}
 // AllCompositeDisruptionMode has no fields.
 type AllCompositeDisruptionMode struct{}
 
-// PodGroupResourceClaim names a DRA claim shared by the group's pods.
-// Phalanx accepts and stores it but does not yet act on it in placement.
+// PodGroupResourceClaim names a DRA claim shared by the group's pods: a
+// member uses it through an entry of its own spec.resourceClaims with the
+// same name and resourceClaimName. Phalanx allocates it once for the group,
+// with the group's plan, and places every member where its devices reach.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.resourceClaimName) != has(self.resourceClaimTemplateName)",message="exactly one of resourceClaimName or resourceClaimTemplateName must be set"
 type PodGroupResourceClaim struct {
-	// Name identifies the claim inside the group.
+	// Name identifies the claim inside the group (a DNS label).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 	// ResourceClaimName names an existing ResourceClaim.
 	// +optional
@@ -289,6 +294,7 @@ type PodGroup struct {
 // +kubebuilder:validation:XValidation:rule="has(self.priorityClassName) == has(oldSelf.priorityClassName) && (!has(self.priorityClassName) || self.priorityClassName == oldSelf.priorityClassName)",message="priorityClassName is immutable",fieldPath=".priorityClassName"
 // +kubebuilder:validation:XValidation:rule="has(self.priority) == has(oldSelf.priority) && (!has(self.priority) || self.priority == oldSelf.priority)",message="priority is immutable",fieldPath=".priority"
 // +kubebuilder:validation:XValidation:rule="has(self.preemptionPolicy) == has(oldSelf.preemptionPolicy) && (!has(self.preemptionPolicy) || self.preemptionPolicy == oldSelf.preemptionPolicy)",message="preemptionPolicy is immutable",fieldPath=".preemptionPolicy"
+// +kubebuilder:validation:XValidation:rule="has(self.resourceClaims) == has(oldSelf.resourceClaims) && (!has(self.resourceClaims) || self.resourceClaims == oldSelf.resourceClaims)",message="resourceClaims is immutable",fieldPath=".resourceClaims"
 type PodGroupSpec struct {
 	// ParentCompositePodGroupName links the group to a CompositePodGroup in
 	// the same namespace.
@@ -303,7 +309,8 @@ type PodGroupSpec struct {
 	SchedulingPolicy PodGroupSchedulingPolicy `json:"schedulingPolicy"`
 	// +optional
 	SchedulingConstraints *PodGroupSchedulingConstraints `json:"schedulingConstraints,omitempty"`
-	// ResourceClaims are accepted and stored; placement does not act on them yet.
+	// ResourceClaims are DRA claims the group's pods share, at most 4,
+	// names unique. The claim is allocated once for the group.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

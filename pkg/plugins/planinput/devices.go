@@ -49,6 +49,10 @@ type deviceState struct {
 	err  error
 	// refs counts, per claim (namespace/name), the members that use it.
 	refs map[string]int
+	// ofGroup are the claims (namespace/name) members use through their
+	// group's resourceClaims: shared by definition, however many members
+	// exist yet.
+	ofGroup map[string]bool
 	// classes are the device classes the plan's shapes count.
 	classes map[string]bool
 	// domainKey is, per representative pod, the node label whose domains
@@ -58,6 +62,14 @@ type deviceState struct {
 	// use it; shared are the unallocated claims several members share.
 	users  map[string][]*corev1.Pod
 	shared map[string]*resourceapi.ResourceClaim
+	// members keeps what each member's claims ask, read once: the shape
+	// key and the shape's constraints both need it for the same pod.
+	members map[*corev1.Pod]resolvedClaims
+}
+
+type resolvedClaims struct {
+	claims memberClaims
+	err    error
 }
 
 // memberClaims is what one member's claims ask, or why it cannot be
@@ -73,8 +85,8 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 	if c.devices != nil {
 		return c.devices
 	}
-	st := &deviceState{refs: map[string]int{}, classes: map[string]bool{}, domainKey: map[*corev1.Pod]string{},
-		users: map[string][]*corev1.Pod{}, shared: map[string]*resourceapi.ResourceClaim{}}
+	st := &deviceState{refs: map[string]int{}, ofGroup: map[string]bool{}, classes: map[string]bool{}, domainKey: map[*corev1.Pod]string{},
+		users: map[string][]*corev1.Pod{}, shared: map[string]*resourceapi.ResourceClaim{}, members: map[*corev1.Pod]resolvedClaims{}}
 	c.devices = st
 	dra := c.DRA
 	if dra.Manager() == nil {
@@ -100,14 +112,14 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 	var walk func(*groups.Tree)
 	walk = func(t *groups.Tree) {
 		for _, m := range t.Members {
-			for i := range m.Pod.Spec.ResourceClaims {
-				if name, _, err := resourceclaim.Name(m.Pod, &m.Pod.Spec.ResourceClaims[i]); err == nil && name != nil {
-					k := m.Pod.Namespace + "/" + *name
-					st.refs[k]++
-					if m.State == groups.Pending {
-						st.users[k] = append(st.users[k], m.Pod)
-					}
+			for _, k := range ClaimKeys(m.Pod) {
+				st.refs[k]++
+				if m.State == groups.Pending {
+					st.users[k] = append(st.users[k], m.Pod)
 				}
+			}
+			for _, k := range groupClaimKeys(t.Claims, m.Pod) {
+				st.ofGroup[k] = true
 			}
 		}
 		for _, ch := range t.Children {
@@ -118,12 +130,52 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 	return st
 }
 
-// claimsOf resolves pod's claims as the DynamicResources filter would.
+// groupClaimKeys are the claims (namespace/name) pod uses through entries
+// that match its group's claims.
+func groupClaimKeys(claims []groups.GroupClaim, pod *corev1.Pod) []string {
+	var out []string
+	for _, gc := range claims {
+		if gc.ClaimName == "" {
+			continue
+		}
+		for i := range pod.Spec.ResourceClaims {
+			if gc.Matches(&pod.Spec.ResourceClaims[i]) {
+				out = append(out, pod.Namespace+"/"+gc.ClaimName)
+			}
+		}
+	}
+	return out
+}
+
+// ClaimKeys are the ResourceClaims pod uses (namespace/name) whose names
+// are known: claims it names, and claims made from its templates once its
+// status records them. Claims not made yet are left out.
+func ClaimKeys(pod *corev1.Pod) []string {
+	var out []string
+	for i := range pod.Spec.ResourceClaims {
+		if name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && name != nil {
+			out = append(out, pod.Namespace+"/"+*name)
+		}
+	}
+	return out
+}
+
+// claimsOf resolves pod's claims as the DynamicResources filter would,
+// once per plan.
 func (c *Constraints) claimsOf(ctx context.Context, tree *groups.Tree, pod *corev1.Pod) (memberClaims, error) {
 	st := c.deviceState(ctx, tree)
 	if st.err != nil {
 		return memberClaims{}, st.err
 	}
+	if r, ok := st.members[pod]; ok {
+		return r.claims, r.err
+	}
+	mc, err := c.resolveClaims(st, pod)
+	st.members[pod] = resolvedClaims{mc, err}
+	return mc, err
+}
+
+func (c *Constraints) resolveClaims(st *deviceState, pod *corev1.Pod) (memberClaims, error) {
 	var claims []*resourceapi.ResourceClaim
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
@@ -155,7 +207,8 @@ func (c *Constraints) claimsOf(ctx context.Context, tree *groups.Tree, pod *core
 		claims = append(claims, claim)
 	}
 	return memberClaims{demand: devices.DemandOf(claims, func(cl *resourceapi.ResourceClaim) bool {
-		return st.refs[cl.Namespace+"/"+cl.Name] > 1
+		k := cl.Namespace + "/" + cl.Name
+		return st.refs[k] > 1 || st.ofGroup[k]
 	})}, nil
 }
 
@@ -496,12 +549,9 @@ func (c *Constraints) FreedDevices(pod *corev1.Pod) placement.Resources {
 		return nil
 	}
 	var out placement.Resources
-	for i := range pod.Spec.ResourceClaims {
-		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
-		if err != nil || name == nil {
-			continue
-		}
-		claim, err := c.DRA.Manager().ResourceClaims().Get(pod.Namespace, *name)
+	for _, k := range ClaimKeys(pod) {
+		ns, name, _ := strings.Cut(k, "/")
+		claim, err := c.DRA.Manager().ResourceClaims().Get(ns, name)
 		if err != nil || claim.Status.Allocation == nil {
 			continue
 		}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -83,12 +83,7 @@ func usesAny(pod *corev1.Pod, claims map[string]bool) bool {
 	if len(claims) == 0 {
 		return false
 	}
-	for i := range pod.Spec.ResourceClaims {
-		if name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && name != nil && claims[pod.Namespace+"/"+*name] {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(planinput.ClaimKeys(pod), func(k string) bool { return claims[k] })
 }
 
 // writeAllocation writes alloc as claim's allocation, as the
@@ -129,21 +124,19 @@ func (t *Topology) releaseShared(ctx context.Context, root groups.Key, tree *gro
 	if !t.allocatedShared.Load() {
 		return
 	}
-	type ref struct{ ns, name string }
-	seen := map[ref]bool{}
+	seen := map[string]bool{}
 	busy := false
-	var refs []ref
+	var refs []string
 	var walk func(*groups.Tree)
 	walk = func(tr *groups.Tree) {
 		for _, m := range tr.Members {
 			if m.State == groups.Assumed || m.State == groups.Bound {
 				busy = true
 			}
-			for i := range m.Pod.Spec.ResourceClaims {
-				name, _, err := resourceclaim.Name(m.Pod, &m.Pod.Spec.ResourceClaims[i])
-				if r := (ref{m.Pod.Namespace, ptrOr(name)}); err == nil && name != nil && !seen[r] {
-					seen[r] = true
-					refs = append(refs, r)
+			for _, k := range planinput.ClaimKeys(m.Pod) {
+				if !seen[k] {
+					seen[k] = true
+					refs = append(refs, k)
 				}
 			}
 		}
@@ -156,18 +149,12 @@ func (t *Topology) releaseShared(ctx context.Context, root groups.Key, tree *gro
 	if busy || len(refs) == 0 || dm == nil {
 		return
 	}
-	for _, r := range refs {
-		if c, err := dm.ResourceClaims().Get(r.ns, r.name); err == nil {
+	for _, k := range refs {
+		ns, name, _ := strings.Cut(k, "/")
+		if c, err := dm.ResourceClaims().Get(ns, name); err == nil {
 			t.release(ctx, c, root.String())
 		}
 	}
-}
-
-func ptrOr(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // releaseGone frees the unused claims Phalanx allocated for a group that
