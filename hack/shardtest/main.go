@@ -104,11 +104,16 @@ func list(binary string) ([]string, error) {
 }
 
 func readTimes(path, pkg string) (map[string]float64, error) {
+	out := map[string]float64{}
 	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		// Every test then counts the default: the shards are still
+		// valid, only less even.
+		return out, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]float64{}
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Split(line, "\t")
 		if len(f) < 3 || f[0] != pkg {
