@@ -125,8 +125,8 @@ type plan struct {
 	assignments map[string]string // pod key -> node
 	// allocated names the shared claims (namespace/name) the plan
 	// allocated (shared.go).
-	allocated  map[string]bool
-	domains    map[string]string // group key string -> domain value
+	allocated map[string]bool
+	domains   map[string]string // group key string -> domain value
 	// levels are the domains of the device attribute levels the plan
 	// used, per key and node (planinput.DeviceDomains): Filter reads a
 	// node's domain of such a key there, not in its labels.
