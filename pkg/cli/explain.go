@@ -144,6 +144,7 @@ func printAssessment(w io.Writer, a *debugapi.Assessment, indent string, showPla
 	case a.Infeasible != nil:
 		printInfeasible(w, a.Infeasible, indent)
 	}
+	printDevices(w, a.Devices, indent)
 	if pr := a.Preemption; pr != nil {
 		if !pr.Possible {
 			fmt.Fprintf(w, "\n%sPreemption: no. %s\n", indent, pr.Reason)
@@ -177,6 +178,24 @@ func printInfeasible(w io.Writer, inf *debugapi.Infeasible, indent string) {
 		}
 		table(w, []string{indent + "DOMAIN", "FITS", "SHORT"}, rows)
 	}
+}
+
+// printDevices prints the devices of the classes the group claims, per
+// domain of its topology levels.
+func printDevices(w io.Writer, devs []debugapi.DomainDevices, indent string) {
+	if len(devs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%sDRA devices the plan counts, per domain:\n", indent)
+	var rows [][]string
+	for _, d := range devs {
+		key, domain := d.Key, d.Domain
+		if key == "" {
+			key, domain = "-", "(cluster)"
+		}
+		rows = append(rows, []string{indent + key, domain, d.Class, fmt.Sprintf("%d/%d", d.Free, d.Total)})
+	}
+	table(w, []string{indent + "KEY", "DOMAIN", "CLASS", "FREE/TOTAL"}, rows)
 }
 
 func placementSummary(p *debugapi.Placement) string {

@@ -53,7 +53,12 @@ it), and PriorityClasses, which the groups and pods may name before they
 exist. They are first sent to the API server as a dry run, so admission
 applies its defaults (priority from priorityClassName, tolerations, limit
 ranges) and nothing is created. A PriorityClass the cluster already has is
-taken as the cluster has it.`,
+taken as the cluster has it.
+
+Pods may claim DRA devices: the files may hold the ResourceClaims and
+ResourceClaimTemplates they name (else the cluster's are read), and the
+answer counts the devices each pod's claims would take, as the scheduler
+does once the resourceclaim controller made them.`,
 		Example: `  kubectl phalanx fit -f manifests/samples/gang-podgroup.yaml
   kubectl phalanx fit -f job.yaml -n team-a -o yaml`,
 		Args: cobra.NoArgs,
@@ -141,6 +146,12 @@ func (o *Options) fitRequest(ctx context.Context, f *fitOptions) (*debugapi.FitR
 var (
 	podGVK          = corev1.SchemeGroupVersion.WithKind("Pod")
 	priorityClassGK = schema.GroupKind{Group: "scheduling.k8s.io", Kind: "PriorityClass"}
+	// deviceKinds are the DRA objects a fit file may bring beside its
+	// pods: what the plan reads to count the devices they claim.
+	deviceKinds = map[schema.GroupKind]bool{
+		{Group: "resource.k8s.io", Kind: "ResourceClaim"}:         true,
+		{Group: "resource.k8s.io", Kind: "ResourceClaimTemplate"}: true,
+	}
 )
 
 // expand turns an object of the manifests into what the cluster would
@@ -151,7 +162,7 @@ func expand(ctx context.Context, u *unstructured.Unstructured) ([]*unstructured.
 	switch gvk.GroupKind().String() {
 	case "PodGroup.scheduling.phalanx.dev", "CompositePodGroup.scheduling.phalanx.dev",
 		"PodGroup.scheduling.k8s.io", "CompositePodGroup.scheduling.k8s.io", "PodGroup.scheduling.x-k8s.io", "Pod",
-		"PriorityClass.scheduling.k8s.io":
+		"PriorityClass.scheduling.k8s.io", "ResourceClaim.resource.k8s.io", "ResourceClaimTemplate.resource.k8s.io":
 		return []*unstructured.Unstructured{u}, nil
 	case "Workload.scheduling.phalanx.dev":
 		w := &v1alpha1.Workload{}
@@ -194,7 +205,7 @@ func expand(ctx context.Context, u *unstructured.Unstructured) ([]*unstructured.
 		}
 		return podsOf(u.GetNamespace(), u.GetName(), tmpl, int(n), nil)
 	}
-	return nil, fmt.Errorf("fit reads PodGroups, CompositePodGroups, Workloads, Pods, Jobs, Deployments, StatefulSets, ReplicaSets and PriorityClasses, not %s", gvk.Kind)
+	return nil, fmt.Errorf("fit reads PodGroups, CompositePodGroups, Workloads, Pods, Jobs, Deployments, StatefulSets, ReplicaSets, PriorityClasses, ResourceClaims and ResourceClaimTemplates, not %s", gvk.Kind)
 }
 
 func toUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
@@ -396,6 +407,11 @@ func (o *Options) admit(ctx context.Context, objs []*unstructured.Unstructured) 
 			}
 		}
 		switch {
+		case apierrors.IsAlreadyExists(err) && deviceKinds[gvk.GroupKind()]:
+			// Claims and templates are not groups: the scheduler reads
+			// the cluster's, as the pods would use them once created.
+			warnings = append(warnings, fmt.Sprintf("%s %s/%s already exists: the cluster's is used", gvk.Kind, u.GetNamespace(), u.GetName()))
+			continue
 		case apierrors.IsAlreadyExists(err) && gvk != podGVK:
 			return nil, nil, fmt.Errorf("%s %s/%s already exists: fit answers for groups that do not exist yet (kubectl phalanx explain tells about this one)", gvk.Kind, u.GetNamespace(), u.GetName())
 		case apierrors.IsForbidden(err):

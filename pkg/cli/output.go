@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
+
+	"github.com/phalanx-sched/phalanx/pkg/debugapi"
 )
 
 // outputFlags are kubectl's -o for the scheduler's answers: json, yaml,
@@ -87,6 +89,14 @@ func resources(r map[string]string) string {
 	sortResources(names)
 	parts := make([]string, 0, len(names))
 	for _, n := range names {
+		if class, ok := strings.CutPrefix(n, debugapi.DeviceResourcePrefix); ok {
+			unit := "devices"
+			if r[n] == "1" {
+				unit = "device"
+			}
+			parts = append(parts, fmt.Sprintf("%s %s of class %s", r[n], unit, class))
+			continue
+		}
 		parts = append(parts, r[n]+" "+n)
 	}
 	return strings.Join(parts, ", ")

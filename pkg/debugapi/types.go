@@ -231,7 +231,28 @@ type Assessment struct {
 	// fewer members than the minimum, members that disagree, a gang
 	// larger than the cluster.
 	Blocked string `json:"blocked,omitempty"`
+	// Devices are, for a hierarchy whose members claim DRA devices the
+	// plan counts, the devices of each class in each domain of its
+	// topology levels (the whole cluster when it has none), as the plan
+	// saw them.
+	Devices []DomainDevices `json:"devices,omitempty"`
 }
+
+// DomainDevices is the DRA devices of one class in one domain.
+type DomainDevices struct {
+	// Key is the topology level, Domain its value; both "" for the whole
+	// cluster.
+	Key    string `json:"key,omitempty"`
+	Domain string `json:"domain,omitempty"`
+	Class  string `json:"class"`
+	// Free are the devices no claim holds, of Total matching the class.
+	Free  int64 `json:"free"`
+	Total int64 `json:"total"`
+}
+
+// DeviceResourcePrefix starts the resource names under which plans count
+// the devices of a DRA device class (in Short), followed by the class.
+const DeviceResourcePrefix = "devices.phalanx.dev/"
 
 // Placement is a plan: where each member goes.
 type Placement struct {

@@ -199,3 +199,32 @@ func TestSharedPoolsAreNotCountedPerNode(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, n, "the allocator uses the node's two GPUs and the shared one")
 }
+
+func TestAttributeValuesOfANode(t *testing.T) {
+	withClique := func(s *resourceapi.ResourceSlice, values ...string) *resourceapi.ResourceSlice {
+		for i := range s.Spec.Devices {
+			s.Spec.Devices[i].Attributes["gpu.example.com/clique"] = resourceapi.DeviceAttribute{StringValue: ptr.To(values[i%len(values)])}
+		}
+		return s
+	}
+	nic := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1-nic", UID: "n1-nic", Generation: 1},
+		Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", Pool: resourceapi.ResourcePool{Name: "n1", ResourceSliceCount: 1}, NodeName: ptr.To("n1"),
+			Devices: []resourceapi.Device{{Name: "nic-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"gpu.example.com/clique": {StringValue: ptr.To("other")}}}}},
+	}
+	channel := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "channels", UID: "channels", Generation: 1},
+		Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.example.com", Pool: resourceapi.ResourcePool{Name: "c9", ResourceSliceCount: 1},
+			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{"n3"}}}}}},
+			Devices: []resourceapi.Device{{Name: "channel-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"clique": {StringValue: ptr.To("c9")}}}}},
+	}
+	v := view([]*resourceapi.ResourceSlice{withClique(nodeSlice("n1", 4), "c1"), withClique(nodeSlice("n2", 4), "c1", "c2"), nodeSlice("n3", 2), nic, channel})
+	assert.Equal(t, []string{"c1"}, v.AttributeValues(node("n1"), "gpu.example.com/clique", []string{"gpu"}), "the NIC is of another class")
+	assert.ElementsMatch(t, []string{"c1", "other"}, v.AttributeValues(node("n1"), "gpu.example.com/clique", nil), "without classes every device counts")
+	assert.ElementsMatch(t, []string{"c1", "c2"}, v.AttributeValues(node("n2"), "gpu.example.com/clique", []string{"gpu"}))
+	assert.Equal(t, []string{"c9"}, v.AttributeValues(node("n3"), "gpu.example.com/clique", []string{"gpu"}),
+		"a shared slice offers n3 a device whose attribute is published in the driver's own domain; n3's GPUs have none")
+	assert.Empty(t, v.AttributeValues(node("n4"), "gpu.example.com/clique", []string{"gpu"}))
+	assert.Equal(t, []string{"0", "1"}, v.AttributeValues(node("n3"), "gpu.example.com/nvlink", []string{"gpu"}), "integers as text")
+}

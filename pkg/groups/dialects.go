@@ -172,8 +172,8 @@ func SpecOfXPodGroup(pg *xv1alpha1.PodGroup) Spec {
 	switch {
 	case pg.Spec.MinMember < 1:
 		s.Invalid = fmt.Sprintf("spec.minMember is %d: a gang needs at least 1 member", pg.Spec.MinMember)
-	case s.TopologyKey != "" && !validLabelKey(s.TopologyKey):
-		s.Invalid = fmt.Sprintf("annotation %s=%q is not a valid node label key", XTopologyKeyAnnotation, s.TopologyKey)
+	case s.TopologyKey != "" && !validTopologyKey(s.TopologyKey):
+		s.Invalid = fmt.Sprintf("annotation %s=%q is not a valid node label key or device attribute key: %s", XTopologyKeyAnnotation, s.TopologyKey, strings.Join(v1alpha1.ValidateTopologyKey(s.TopologyKey), "; "))
 	case s.Parent != "" && !validName(s.Parent):
 		s.Invalid = fmt.Sprintf("annotation %s=%q is not a valid CompositePodGroup name", XParentAnnotation, s.Parent)
 	default:
@@ -207,8 +207,8 @@ func preferredFromAnnotation(annotations map[string]string, required string) (ke
 		switch {
 		case k == "":
 			return bad("level %d is empty: list node label keys narrowest first, separated by commas", i+1)
-		case !validLabelKey(k):
-			return bad("%q is not a valid node label key", k)
+		case !validTopologyKey(k):
+			return bad("%q is not a valid node label key or device attribute key: %s", k, strings.Join(v1alpha1.ValidateTopologyKey(k), "; "))
 		case k == required:
 			return bad("%q is the required topology key: list only levels narrower than it", k)
 		case slices.Contains(keys, k):
@@ -258,6 +258,8 @@ func alpha3Policy(p *schedv1alpha3.PreemptionPolicy) *corev1.PreemptionPolicy {
 	return policyOf(*p == schedv1alpha3.PreemptNever)
 }
 
-func validLabelKey(k string) bool { return len(validation.IsQualifiedName(k)) == 0 }
+// validTopologyKey accepts what the CRD schema accepts as a topology key:
+// a node label key, or a device attribute key.
+func validTopologyKey(k string) bool { return len(v1alpha1.ValidateTopologyKey(k)) == 0 }
 
 func validName(n string) bool { return len(validation.IsDNS1123Subdomain(n)) == 0 }

@@ -117,6 +117,8 @@ func (in *Inspector) assess(ctx context.Context, p *profile, tree *groups.Tree, 
 	opts := p.topo.PlanOptions()
 	opts.ExplainDomains = explainDomains
 	opts.Extra = constraints.Extra()
+	opts.Domains = constraints.DeviceDomains(ctx, tree, input)
+	a.Devices = deviceRoom(input, infos, opts)
 	plan, err := placement.PlanGroup(nodes, input, opts)
 	var inf *placement.Infeasible
 	switch {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
@@ -33,10 +34,16 @@ type hypothetical struct {
 	// classes are the request's PriorityClasses, which its groups and
 	// pods may name as if they were created with them.
 	classes map[string]*schedulingv1.PriorityClass
+	// claims are the ResourceClaims the request brings or its pods would
+	// get from templates, and templates the request's
+	// ResourceClaimTemplates, by namespace/name (claims.go).
+	claims    map[string]*resourceapi.ResourceClaim
+	templates map[string]*resourceapi.ResourceClaimTemplate
 }
 
-func decodeFit(req *debugapi.FitRequest) (*hypothetical, error) {
-	h := &hypothetical{cache: groups.NewCache(), classes: map[string]*schedulingv1.PriorityClass{}}
+func decodeFit(req *debugapi.FitRequest, lookup templateLookup) (*hypothetical, error) {
+	h := &hypothetical{cache: groups.NewCache(), classes: map[string]*schedulingv1.PriorityClass{},
+		claims: map[string]*resourceapi.ResourceClaim{}, templates: map[string]*resourceapi.ResourceClaimTemplate{}}
 	// Whatever the cluster serves, the objects in the request exist in it.
 	for _, d := range groups.Dialects {
 		h.cache.SetServed(d, true)
@@ -93,6 +100,35 @@ func decodeFit(req *debugapi.FitRequest) (*hypothetical, error) {
 			}
 			h.classes[pc.Name] = pc
 			continue
+		case "ResourceClaim.resource.k8s.io":
+			c := &resourceapi.ResourceClaim{}
+			if err := json.Unmarshal(raw, c); err != nil {
+				return nil, badRequest("objects[%d]: %v", i, err)
+			}
+			if c.Namespace == "" {
+				c.Namespace = req.Namespace
+			}
+			if c.UID == "" {
+				c.UID = types.UID(fmt.Sprintf("fit-%d-claim", i))
+			}
+			if _, dup := h.claims[c.Namespace+"/"+c.Name]; dup {
+				return nil, badRequest("ResourceClaim %s/%s appears twice", c.Namespace, c.Name)
+			}
+			h.claims[c.Namespace+"/"+c.Name] = c
+			continue
+		case "ResourceClaimTemplate.resource.k8s.io":
+			tm := &resourceapi.ResourceClaimTemplate{}
+			if err := json.Unmarshal(raw, tm); err != nil {
+				return nil, badRequest("objects[%d]: %v", i, err)
+			}
+			if tm.Namespace == "" {
+				tm.Namespace = req.Namespace
+			}
+			if _, dup := h.templates[tm.Namespace+"/"+tm.Name]; dup {
+				return nil, badRequest("ResourceClaimTemplate %s/%s appears twice", tm.Namespace, tm.Name)
+			}
+			h.templates[tm.Namespace+"/"+tm.Name] = tm
+			continue
 		case "Pod":
 			pod := &corev1.Pod{}
 			if err := json.Unmarshal(raw, pod); err != nil {
@@ -110,7 +146,7 @@ func decodeFit(req *debugapi.FitRequest) (*hypothetical, error) {
 			h.pods = append(h.pods, pod)
 			continue
 		default:
-			return nil, badRequest("objects[%d]: fit reads PodGroups, CompositePodGroups, PriorityClasses and Pods, not %s %s", i, tm.APIVersion, tm.Kind)
+			return nil, badRequest("objects[%d]: fit reads PodGroups, CompositePodGroups, PriorityClasses, ResourceClaims, ResourceClaimTemplates and Pods, not %s %s", i, tm.APIVersion, tm.Kind)
 		}
 		if meta.Namespace == "" {
 			meta.Namespace = req.Namespace
@@ -121,6 +157,9 @@ func decodeFit(req *debugapi.FitRequest) (*hypothetical, error) {
 		}
 		h.cache.SetGroup(key, spec)
 		h.keys = append(h.keys, key)
+	}
+	if err := h.podClaims(lookup); err != nil {
+		return nil, err
 	}
 	for _, pod := range h.pods {
 		// What the Priority admission plugin would set once the class
@@ -233,7 +272,7 @@ func (h *hypothetical) root() (groups.Key, error) {
 // now: the checks and plan of its first scheduling attempt, and the victim
 // search that attempt would make if it did not fit.
 func (in *Inspector) Fit(ctx context.Context, req *debugapi.FitRequest) (*debugapi.FitAnswer, error) {
-	h, err := decodeFit(req)
+	h, err := decodeFit(req, in.templates(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -256,6 +295,10 @@ func (in *Inspector) Fit(ctx context.Context, req *debugapi.FitRequest) (*debuga
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if in.overlay != nil {
+		in.overlay.claims = h.claims
+		defer func() { in.overlay.claims = nil }()
+	}
 	infos, err := in.refresh(ctx)
 	if err != nil {
 		return nil, err

@@ -26,6 +26,8 @@ import (
 	"slices"
 	"sync"
 
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
@@ -81,6 +83,9 @@ type Inspector struct {
 	snap     *backendcache.Snapshot
 	profiles map[string]*profile
 	names    []string
+	// overlay is the DRA manager of the inspector's frameworks: the
+	// scheduler's, with a fit request's claims; nil without DRA.
+	overlay *claimOverlay
 }
 
 // profile is what the inspector keeps per scheduling profile.
@@ -125,7 +130,14 @@ func New(ctx context.Context, rt *pluginrt.Runtime, cfg []config.KubeSchedulerPr
 			// Not a Phalanx profile: nothing of it to explain.
 			continue
 		}
-		shadow, err := newShadow(ctx, &cfg[i], real, in.snap, opts.Parallelism)
+		if in.overlay == nil && real.SharedDRAManager() != nil {
+			in.overlay = &claimOverlay{SharedDRAManager: real.SharedDRAManager()}
+		}
+		var dra fwk.SharedDRAManager
+		if in.overlay != nil {
+			dra = in.overlay
+		}
+		shadow, err := newShadow(ctx, &cfg[i], real, dra, in.snap, opts.Parallelism)
 		if err != nil {
 			return nil, fmt.Errorf("inspect: profile %s: %w", name, err)
 		}
@@ -149,7 +161,7 @@ func New(ctx context.Context, rt *pluginrt.Runtime, cfg []config.KubeSchedulerPr
 // newShadow builds a framework with the PreFilter and Filter plugins real
 // runs, configured alike, over snap. It never schedules: it exists so the
 // probe of the profile's filters can run outside the scheduling loop.
-func newShadow(ctx context.Context, cfg *config.KubeSchedulerProfile, real framework.Framework, snap *backendcache.Snapshot, parallelism int) (framework.Framework, error) {
+func newShadow(ctx context.Context, cfg *config.KubeSchedulerProfile, real framework.Framework, dra fwk.SharedDRAManager, snap *backendcache.Snapshot, parallelism int) (framework.Framework, error) {
 	running := real.ListPlugins()
 	keep := func(ps []config.Plugin) []config.Plugin {
 		var out []config.Plugin
@@ -176,7 +188,7 @@ func newShadow(ctx context.Context, cfg *config.KubeSchedulerProfile, real frame
 		frameworkruntime.WithClientSet(real.ClientSet()),
 		frameworkruntime.WithKubeConfig(real.KubeConfig()),
 		frameworkruntime.WithInformerFactory(real.SharedInformerFactory()),
-		frameworkruntime.WithSharedDRAManager(real.SharedDRAManager()),
+		frameworkruntime.WithSharedDRAManager(dra),
 		frameworkruntime.WithSharedCSIManager(real.SharedCSIManager()),
 		frameworkruntime.WithSnapshotSharedLister(snap),
 		frameworkruntime.WithPodNominator(real),
@@ -200,6 +212,21 @@ func (in *Inspector) refresh(ctx context.Context) ([]fwk.NodeInfo, error) {
 		return nil, fmt.Errorf("snapshot the scheduler's cache: %w", err)
 	}
 	return in.snap.NodeInfos().List()
+}
+
+// templates reads ResourceClaimTemplates of the cluster for fit requests
+// whose pods name templates the request lacks.
+func (in *Inspector) templates(ctx context.Context) templateLookup {
+	for _, p := range in.profiles {
+		client := p.real.ClientSet()
+		if client == nil {
+			return nil
+		}
+		return func(namespace, name string) (*resourceapi.ResourceClaimTemplate, error) {
+			return client.ResourceV1().ResourceClaimTemplates(namespace).Get(ctx, name, metav1.GetOptions{})
+		}
+	}
+	return nil
 }
 
 // profileFor picks the profile that schedules pods with schedulerName, or

@@ -158,7 +158,7 @@ func (p *planner) keyIndex(name string) int {
 		}
 	}
 	k := &topoKey{name: name}
-	d := p.table.domainsOf(name)
+	d := p.domainsOf(name)
 	k.vals, k.names = d.vals, d.names
 	k.slot = make([]int32, len(k.names))
 	for i := range k.slot {

@@ -65,7 +65,7 @@ func leafReason(e *Infeasible, pinned, noDomain bool, scope string, exist, bound
 		fmt.Fprintf(&b, "only %d of the %d pods the gang needs exist", exist, e.Need)
 		return b.String()
 	case noDomain:
-		fmt.Fprintf(&b, "no node%s has the %s label", scope, e.TopologyKey)
+		fmt.Fprintf(&b, "no node%s %s", scope, hasLevel(e.TopologyKey))
 		return b.String()
 	case pinned:
 		fmt.Fprintf(&b, "bound pods pin the group to %s=%s, where only %d of %d pods fit", e.TopologyKey, e.BestDomain, e.Fits, e.Need)
@@ -105,7 +105,7 @@ func compositeReason(e *Infeasible, pinned, noDomain bool, scope string, childre
 		fmt.Fprintf(&b, "only %d of the %d child groups it needs exist", children, e.Need)
 		return b.String()
 	case noDomain:
-		fmt.Fprintf(&b, "no node%s has the %s label", scope, e.TopologyKey)
+		fmt.Fprintf(&b, "no node%s %s", scope, hasLevel(e.TopologyKey))
 		return b.String()
 	case pinned:
 		fmt.Fprintf(&b, "bound pods pin the group to %s=%s, where only %d of %d child groups fit", e.TopologyKey, e.BestDomain, e.Fits, e.Need)
@@ -152,4 +152,14 @@ func formatQuantity(name corev1.ResourceName, v int64) string {
 	default:
 		return fmt.Sprint(v)
 	}
+}
+
+// hasLevel words what a node needs to be in a domain of key, after "no
+// node": a label, or for a device attribute level, devices that agree on
+// one value of the attribute.
+func hasLevel(key string) string {
+	if attr, ok := DeviceAttributeOf(key); ok {
+		return fmt.Sprintf("has devices of the group's classes that agree on one value of device attribute %s", attr)
+	}
+	return fmt.Sprintf("has the %s label", key)
 }

@@ -345,13 +345,44 @@ func (b *builder) shape(s *Shape) (int, error) {
 func (b *builder) initKeys() {
 	p := b.p
 	for _, k := range p.keys {
-		d := p.table.domainsOf(k.name)
+		d := p.domainsOf(k.name)
 		k.vals, k.names = d.vals, d.names
 		k.slot = make([]int32, len(k.names))
 		for i := range k.slot {
 			k.slot[i] = -1
 		}
 	}
+}
+
+// domainsOf indexes a topology key over the table's nodes: from
+// Options.Domains when the caller gives the key's domains, else from the
+// node labels (cached by the table).
+func (p *planner) domainsOf(key string) *domainIndex {
+	byNode, ok := p.opts.Domains[key]
+	if !ok {
+		return p.table.domainsOf(key)
+	}
+	// Only values of the table's nodes become domains: a node the map
+	// names but the snapshot lacks must not leave an empty domain behind.
+	d := &domainIndex{vals: make([]int32, len(p.table.nodes))}
+	seen := map[string]bool{}
+	for i := range p.table.nodes {
+		if v, ok := byNode[p.table.nodes[i].Name]; ok && !seen[v] {
+			seen[v] = true
+			d.names = append(d.names, v)
+		}
+	}
+	slices.Sort(d.names)
+	for i := range p.table.nodes {
+		v, ok := byNode[p.table.nodes[i].Name]
+		if !ok {
+			d.vals[i] = -1
+			continue
+		}
+		id, _ := slices.BinarySearch(d.names, v)
+		d.vals[i] = int32(id)
+	}
+	return d
 }
 
 // pin fixes the domain of every constrained group above a bound member.

@@ -85,7 +85,7 @@ func (p *planner) checkPreferred(leaves []*gnode) {
 			key := p.keys[k]
 			if len(key.names) == 0 {
 				g.refused = &Infeasible{Group: g.g.Name, TopologyKey: key.name, Need: g.g.MinCount, Fits: g.bound,
-					Reason: fmt.Sprintf("no node has the %s label, a preferred topology level of the group", key.name)}
+					Reason: fmt.Sprintf("no node %s, a preferred topology level of the group", hasLevel(key.name))}
 				break
 			}
 			next, what := -1, "the required level"

@@ -187,6 +187,13 @@ type Options struct {
 	// per plan from ResourceSlices and claims (see DeviceResource). A
 	// resource neither the table nor Extra lists has no room anywhere.
 	Extra map[string]ExtraRoom
+	// Domains are topology levels the node table does not carry, by key:
+	// each node's value, as a label would give it. A key listed here takes
+	// its domains from here and never from node labels; a node missing
+	// from its map is outside the key's domains, as a node without a
+	// label is. The scheduler fills it for device attribute levels
+	// (DeviceAttributeKey), whose values come from ResourceSlices.
+	Domains map[string]map[string]string
 }
 
 // ExtraRoom is one node's room in resources outside the node table.
@@ -209,6 +216,27 @@ func DeviceResource(class string) corev1.ResourceName {
 // other resource.
 func DeviceClassOf(name corev1.ResourceName) (class string, ok bool) {
 	return strings.CutPrefix(string(name), deviceResourcePrefix)
+}
+
+// deviceAttributePrefix starts the topology keys that name a device
+// attribute instead of a node label. A label key has at most one slash;
+// these have two, so no node label can take the name.
+const deviceAttributePrefix = "device.phalanx.dev/"
+
+// DeviceAttributeKey is the topology key of a device attribute, given by
+// its fully qualified name (domain/name, e.g. gpu.nvidia.com/cliqueId).
+func DeviceAttributeKey(attribute string) string {
+	return deviceAttributePrefix + attribute
+}
+
+// DeviceAttributeOf is the fully qualified attribute a topology key
+// names, ok false for a node label key.
+func DeviceAttributeOf(key string) (attribute string, ok bool) {
+	attr, ok := strings.CutPrefix(key, deviceAttributePrefix)
+	if !ok || !strings.Contains(attr, "/") {
+		return "", false
+	}
+	return attr, true
 }
 
 // Plan is the outcome of PlanGroup.

@@ -21,7 +21,7 @@ func TestBuiltinScenarios(t *testing.T) {
 	for i, sc := range all {
 		names[i] = sc.Name
 	}
-	assert.Equal(t, []string{"balloons", "deadlock", "fallback", "multilevel", "pytorchjob", "starvation", "tfjob", "upstream"}, names)
+	assert.Equal(t, []string{"balloons", "deadlock", "dra", "fallback", "multilevel", "pytorchjob", "starvation", "tfjob", "upstream"}, names)
 
 	for _, sc := range all {
 		t.Run(sc.Name+" is described and checks something in every phase", func(t *testing.T) {
@@ -95,6 +95,35 @@ func TestBuiltinScenarios(t *testing.T) {
 		}
 	})
 
+	t.Run("dra claims GPUs through a template, and the compute gang shares one claim with no topology key", func(t *testing.T) {
+		sc := find(t, all, "dra")
+		require.NotNil(t, sc.Cluster.DRA)
+		assert.Equal(t, 1, sc.Cluster.DRA.DevicesPerNode, "one GPU per node: a rack gang binds one pod per node")
+		var trainer, compute *Gang
+		for _, st := range sc.Steps {
+			if st.Create == nil {
+				continue
+			}
+			for i := range st.Create.Gangs {
+				switch g := &st.Create.Gangs[i]; g.Name {
+				case "trainer":
+					trainer = g
+				case "compute":
+					compute = g
+				}
+			}
+		}
+		require.NotNil(t, trainer)
+		require.NotNil(t, compute)
+		assert.Equal(t, sc.Cluster.NodesPerRack, trainer.Size)
+		assert.Empty(t, compute.TopologyKey, "only the shared claim keeps the compute gang in one rack")
+		pod := compute.pods()[0]
+		require.Len(t, pod.Spec.ResourceClaims, 2)
+		assert.Equal(t, "gpu", *pod.Spec.ResourceClaims[0].ResourceClaimTemplateName)
+		assert.Equal(t, "domain-channel", *pod.Spec.ResourceClaims[1].ResourceClaimName)
+		assert.Len(t, pod.Spec.Containers[0].Resources.Claims, 2, "the container uses both claims")
+	})
+
 	t.Run("starvation offers more work than the cluster holds, with reservations on", func(t *testing.T) {
 		sc := find(t, all, "starvation")
 		require.NotNil(t, sc.Scheduler)
@@ -137,7 +166,7 @@ func TestLoad(t *testing.T) {
 	t.Run("all is every built-in scenario", func(t *testing.T) {
 		got, err := Load("all")
 		require.NoError(t, err)
-		assert.Len(t, got, 8)
+		assert.Len(t, got, 9)
 	})
 	t.Run("a built-in name loads that scenario", func(t *testing.T) {
 		got, err := Load("deadlock")
@@ -157,7 +186,7 @@ func TestLoad(t *testing.T) {
 	t.Run("an unknown name lists the built-ins", func(t *testing.T) {
 		_, err := Load("balloon")
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), `"balloon" is neither a built-in scenario (balloons, deadlock, fallback, multilevel, pytorchjob, starvation, tfjob, upstream, or all) nor a file`)
+		assert.Contains(t, err.Error(), `"balloon" is neither a built-in scenario (balloons, deadlock, dra, fallback, multilevel, pytorchjob, starvation, tfjob, upstream, or all) nor a file`)
 	})
 	t.Run("an invalid file names the file and the field", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "bad.yaml")

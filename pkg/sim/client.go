@@ -77,6 +77,7 @@ type client struct {
 	byType map[reflect.Type]*kindAPI
 
 	pods, jobs, podGroups, composites, workloads *kindAPI
+	claims, claimTemplates                       *kindAPI
 	// schedulerPluginsPodGroups is nil where the cluster does not serve
 	// scheduler-plugins' CRD.
 	schedulerPluginsPodGroups *kindAPI
@@ -100,6 +101,8 @@ func newClient(cl Cluster, ns string) *client {
 	if cl.SchedulerPlugins != nil {
 		c.schedulerPluginsPodGroups = register(c, "scheduling.x-k8s.io PodGroup", cl.SchedulerPlugins.SchedulingV1alpha1().PodGroups(ns), metav1.DeleteOptions{})
 	}
+	c.claims = register(c, "ResourceClaim", cl.Client.ResourceV1().ResourceClaims(ns), metav1.DeleteOptions{})
+	c.claimTemplates = register(c, "ResourceClaimTemplate", cl.Client.ResourceV1().ResourceClaimTemplates(ns), metav1.DeleteOptions{})
 	c.nodes = register(c, "node", cl.Client.CoreV1().Nodes(), metav1.DeleteOptions{})
 	return c
 }

@@ -138,6 +138,9 @@ type runner struct {
 	// reconfigured is set once the scheduler runs the scenario's
 	// configuration, so teardown restores the cluster's.
 	reconfigured bool
+	// slices and deviceClasses are the DRA objects the scenario's dra
+	// block created (dra.go).
+	slices, deviceClasses []string
 }
 
 // Run runs a scenario in a new namespace of the cluster, streaming a table
@@ -213,6 +216,9 @@ func (r *runner) setup(ctx context.Context) error {
 		r.priorities[pc.Name] = pc.Value
 	}
 	if err := r.createNodes(ctx, r.sc.Cluster.nodes()); err != nil {
+		return err
+	}
+	if err := r.publishDevices(ctx, r.sc.Cluster.nodes()); err != nil {
 		return err
 	}
 	r.ev, err = watchEvictions(ctx, r.cl.Client, r.ns)
@@ -726,6 +732,7 @@ func (r *runner) teardown(parent context.Context) error {
 			errs = append(errs, fmt.Errorf("delete pods of %s: %w", r.ns, err))
 		}
 	}
+	errs = append(errs, r.unpublishDevices(ctx))
 	for _, n := range r.nodes {
 		if err := api.nodes.delete(ctx, n); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete node %s: %w", n, err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	resourceapi "k8s.io/api/resource/v1"
 	"strconv"
 	"strings"
 	"time"
@@ -63,7 +64,9 @@ var inlineKinds = map[string]func() metav1.Object{
 		return &schedv1alpha3.CompositePodGroup{}
 	},
 	// scheduler-plugins' PodGroup, as the training operators create it.
-	xv1alpha1.SchemeGroupVersion.String() + "/PodGroup": func() metav1.Object { return &xv1alpha1.PodGroup{} },
+	xv1alpha1.SchemeGroupVersion.String() + "/PodGroup":                func() metav1.Object { return &xv1alpha1.PodGroup{} },
+	resourceapi.SchemeGroupVersion.String() + "/ResourceClaim":         func() metav1.Object { return &resourceapi.ResourceClaim{} },
+	resourceapi.SchemeGroupVersion.String() + "/ResourceClaimTemplate": func() metav1.Object { return &resourceapi.ResourceClaimTemplate{} },
 }
 
 // decodeInline decodes an inline object strictly into its Go type, so a
@@ -77,7 +80,8 @@ func decodeInline(raw json.RawMessage, p *field.Path) (inlineObject, field.Error
 	if !ok {
 		return inlineObject{}, field.ErrorList{field.NotSupported(p.Child("kind"), tm.APIVersion+" "+tm.Kind,
 			[]string{"v1 Pod", "batch/v1 Job", "scheduling.phalanx.dev/v1alpha1 PodGroup", "scheduling.phalanx.dev/v1alpha1 CompositePodGroup", "scheduling.phalanx.dev/v1alpha1 Workload",
-				"scheduling.k8s.io/v1beta1 PodGroup", "scheduling.k8s.io/v1alpha3 CompositePodGroup", "scheduling.x-k8s.io/v1alpha1 PodGroup"})}
+				"scheduling.k8s.io/v1beta1 PodGroup", "scheduling.k8s.io/v1alpha3 CompositePodGroup", "scheduling.x-k8s.io/v1alpha1 PodGroup",
+				"resource.k8s.io/v1 ResourceClaim", "resource.k8s.io/v1 ResourceClaimTemplate"})}
 	}
 	obj := newObj()
 	strict, err := sigsjson.UnmarshalStrict(raw, obj)
@@ -222,6 +226,7 @@ func (g *Gang) pods() []*corev1.Pod {
 		if g.runtime > 0 {
 			setRuntime(out[i], g.runtime)
 		}
+		claimDevices(out[i], g.ClaimTemplate, g.SharedClaim)
 	}
 	return out
 }

@@ -57,6 +57,25 @@ type ClusterSpec struct {
 	Memory Amount `json:"memory,omitempty"`
 	GPUs   int    `json:"gpus,omitempty"`
 	Pods   int    `json:"pods,omitempty"`
+	// DRA publishes DRA devices on the cluster's nodes (dra.go).
+	DRA *DRASpec `json:"dra,omitempty"`
+}
+
+// DRASpec publishes ResourceSlices for the scenario's nodes, as DRA
+// drivers would, and the DeviceClasses that select their devices; the
+// teardown removes them.
+type DRASpec struct {
+	// DevicesPerNode are the GPUs of driver and DeviceClass
+	// gpu.phalanx.dev (the sandbox's) on every node, each node's own pool.
+	DevicesPerNode int `json:"devicesPerNode,omitempty"`
+	// DomainKey and DomainDevices: for each value of the node label
+	// DomainKey ("rack" and the other short forms work), a pool of
+	// DomainDevices devices of driver and DeviceClass channel.phalanx.dev
+	// that every node of that domain reaches, as the channels of an
+	// NVLink domain (a ComputeDomain) are. One claim allocated from it
+	// serves pods on every node of the domain, and no other.
+	DomainKey     string `json:"domainKey,omitempty"`
+	DomainDevices int    `json:"domainDevices,omitempty"`
 }
 
 // SchedulerSpec is what a scenario sets in the scheduler's configuration.
@@ -100,9 +119,10 @@ type Step struct {
 // Create makes objects in the scenario's namespace: first Objects in order,
 // then the generated gangs and pod sets.
 type Create struct {
-	// Objects are inline Kubernetes objects: v1 Pod, batch/v1 Job, and
+	// Objects are inline Kubernetes objects: v1 Pod, batch/v1 Job,
 	// scheduling.phalanx.dev/v1alpha1 PodGroup, CompositePodGroup and
-	// Workload. metadata.namespace must be empty.
+	// Workload, and resource.k8s.io/v1 ResourceClaim and
+	// ResourceClaimTemplate. metadata.namespace must be empty.
 	Objects []json.RawMessage `json:"objects,omitempty"`
 	// Gangs each become a PodGroup (or a label-pair gang) and its pods.
 	Gangs []Gang `json:"gangs,omitempty"`
@@ -153,6 +173,14 @@ type Gang struct {
 	// annotation of its PodGroup), e.g. 5s; a shorter value has no effect,
 	// and "never" never reserves for it.
 	ReserveAfter string `json:"reserveAfter,omitempty"`
+	// ClaimTemplate gives each pod a claim made from this
+	// ResourceClaimTemplate of the scenario (created among its objects):
+	// DRA devices of its own.
+	ClaimTemplate string `json:"claimTemplate,omitempty"`
+	// SharedClaim makes every pod name this ResourceClaim of the
+	// scenario: one allocation all of them use, such as a ComputeDomain
+	// channel.
+	SharedClaim string `json:"sharedClaim,omitempty"`
 	// PodPrefix names the pods; default "<name>-".
 	PodPrefix string `json:"podPrefix,omitempty"`
 	// Runtime is how long each pod runs once started (a duration such as

@@ -125,6 +125,22 @@ func (c *ClusterSpec) validate(p *field.Path) field.ErrorList {
 	errs = append(errs, nonNegative(p.Child("gpus"), c.GPUs)...)
 	errs = append(errs, nonNegative(p.Child("pods"), c.Pods)...)
 	errs = append(errs, nonNegative(p.Child("racksPerBlock"), c.RacksPerBlock)...)
+	if d := c.DRA; d != nil {
+		dp := p.Child("dra")
+		errs = append(errs, nonNegative(dp.Child("devicesPerNode"), d.DevicesPerNode)...)
+		errs = append(errs, nonNegative(dp.Child("domainDevices"), d.DomainDevices)...)
+		switch {
+		case d.DomainKey != "":
+			for _, msg := range validation.IsQualifiedName(resolveKey(d.DomainKey)) {
+				errs = append(errs, field.Invalid(dp.Child("domainKey"), d.DomainKey, msg))
+			}
+			if d.DomainDevices < 1 {
+				errs = append(errs, field.Invalid(dp.Child("domainDevices"), d.DomainDevices, "must be at least 1 with a domainKey"))
+			}
+		case d.DomainDevices > 0:
+			errs = append(errs, field.Required(dp.Child("domainKey"), "the node label whose domains get domainDevices each, e.g. rack"))
+		}
+	}
 	return errs
 }
 
@@ -251,6 +267,14 @@ func (g *Gang) validate(p *field.Path, classes sets.Set[string]) field.ErrorList
 			errs = append(errs, field.Invalid(pp, k, "is the gang's topologyKey: list only levels narrower than it"))
 		}
 		seen.Insert(full)
+	}
+	for _, ref := range []struct{ name, v string }{{"claimTemplate", g.ClaimTemplate}, {"sharedClaim", g.SharedClaim}} {
+		if ref.v == "" {
+			continue
+		}
+		for _, msg := range validation.IsDNS1123Subdomain(ref.v) {
+			errs = append(errs, field.Invalid(p.Child(ref.name), ref.v, msg))
+		}
 	}
 	if g.PodPrefix != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(g.PodPrefix + "0") {

@@ -173,7 +173,7 @@ func validateTopology(loc locator, topology []v1alpha1.TopologyConstraint) field
 			errs = append(errs, field.Required(path, "a node label key, such as topology.kubernetes.io/zone"))
 			continue
 		}
-		for _, msg := range validation.IsQualifiedName(tc.Key) {
+		for _, msg := range v1alpha1.ValidateTopologyKey(tc.Key) {
 			errs = append(errs, field.Invalid(path, tc.Key, msg))
 		}
 	}
@@ -205,7 +205,7 @@ func validatePreferredTopology(loc locator, required, preferred []v1alpha1.Topol
 			continue
 		}
 		seen[tc.Key] = true
-		for _, msg := range validation.IsQualifiedName(tc.Key) {
+		for _, msg := range v1alpha1.ValidateTopologyKey(tc.Key) {
 			errs = append(errs, field.Invalid(path, tc.Key, msg))
 		}
 	}

@@ -2,10 +2,14 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,10 +18,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/debugapi"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
 )
 
@@ -65,7 +71,7 @@ func deviceRefusals(t *testing.T, c *sandbox.Cluster, ns string) []string {
 // put several members on one node, where the DynamicResources filter
 // refuses all but one and the gang retries as a unit.
 func TestDRAGangs(t *testing.T) {
-	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, Controllers: true, Topology: &sandbox.Topology{
+	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, Controllers: true, Diagnostics: true, Topology: &sandbox.Topology{
 		Zones: 1, RacksPerZone: 4, NodesPerRack: 4, CPU: "32", Memory: "64Gi", Pods: 110}})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // stops the device publishers before the cluster
@@ -266,6 +272,141 @@ func TestDRAGangs(t *testing.T) {
 		assert.Equal(t, 12, left, "exactly one rack's 4 device holders were evicted")
 		assert.Len(t, whole, 3, "the victims are one gang's members")
 		assert.Equal(t, []string{"nic-holder"}, podNames(t, c, ns, "nic-holder"), "the pod holding another class's device stays")
+	})
+
+	// A second driver whose devices carry an NVLink clique that cuts
+	// across the racks: nodes n0 and n1 of every rack are in clique
+	// nvl-a, n2 and n3 in nvl-b; 8 nodes and devices each.
+	const xpu = "xpu.phalanx.dev"
+	cliqueKey := "device.phalanx.dev/" + xpu + "/clique"
+	cliqueOf := func(node string) string {
+		if strings.HasSuffix(node, "-n0") || strings.HasSuffix(node, "-n1") {
+			return "nvl-a"
+		}
+		return "nvl-b"
+	}
+	xpuMember := func(name, group string) *corev1.Pod {
+		p := member{name: name, labels: inGroup(group), cpu: "1"}.pod()
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "xpu", ResourceClaimTemplateName: ptr.To("xpu")}}
+		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "xpu"}}
+		return p
+	}
+	cliqueGang := func(name string, size int32) *v1alpha1.PodGroup {
+		return rackGang(name, size, cliqueKey)
+	}
+	xpuReady := sync.OnceFunc(func() {
+		require.NoError(t, sandbox.PublishDevices(ctx, c.Client, nodeList, sandbox.Devices{Driver: xpu, PerNode: 1,
+			Attributes: func(n *corev1.Node, _ int) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+				return map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"clique": {StringValue: ptr.To(cliqueOf(n.Name))}}
+			}}))
+		_, err := c.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Name: "xpu"},
+			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "xpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: xpu}}}}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	})
+
+	t.Run("the API server refuses a device topology key without the attribute's domain, naming the field", func(t *testing.T) {
+		_, err := c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Create(ctx, rackGang("bad-key", 2, "device.phalanx.dev/clique"), metav1.CreateOptions{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "spec.schedulingConstraints.topology[0].key")
+		assert.Contains(t, err.Error(), "device.phalanx.dev/<domain>/<attribute>")
+	})
+
+	t.Run("a gang that requires one NVLink clique, named by a device attribute, lands in one clique across racks", func(t *testing.T) {
+		xpuReady()
+		createPodGroup(t, c, ns, cliqueGang("clq", 5))
+		for i := range 5 {
+			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, xpuMember(fmt.Sprintf("clq-%d", i), "clq"), metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		eventually(t, 60*time.Second, "5 members of clq bound", func() (bool, error) { return countPrefix(boundPods(t, c, ns), "clq-") == 5, nil })
+		cliques := map[string]int{}
+		for pod, node := range boundPods(t, c, ns) {
+			if strings.HasPrefix(pod, "clq-") {
+				cliques[cliqueOf(node)]++
+			}
+		}
+		assert.Len(t, cliques, 1, "one clique: %v", cliques)
+		assert.GreaterOrEqual(t, len(domainsOf(t, c, ns, "clq-", sandbox.RackLabel)), 2, "a rack holds 4 devices of the driver, so the clique's 5 members span racks")
+		assert.Len(t, domainsOf(t, c, ns, "clq-", sandbox.HostnameLabel), 5, "one device per node")
+	})
+
+	t.Run("fit reads the claim template from the file and names the class, the count and the clique short; explain counts devices per clique", func(t *testing.T) {
+		xpuReady()
+		var b strings.Builder
+		fmt.Fprintf(&b, `apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: xpu-file}
+spec:
+  spec:
+    devices:
+      requests: [{name: xpu, exactly: {deviceClassName: %s}}]
+---
+apiVersion: scheduling.phalanx.dev/v1alpha1
+kind: PodGroup
+metadata: {name: wide}
+spec:
+  schedulingPolicy: {gang: {minCount: %%d}}
+  schedulingConstraints:
+    topology: [{key: %s}]
+`, xpu, cliqueKey)
+		for i := range 9 {
+			fmt.Fprintf(&b, `---
+apiVersion: v1
+kind: Pod
+metadata: {name: wide-%d, labels: {scheduling.phalanx.dev/pod-group: wide}}
+spec:
+  schedulerName: phalanx-scheduler
+  resourceClaims: [{name: xpu, resourceClaimTemplateName: xpu-file}]
+  containers: [{name: main, image: registry.k8s.io/pause:3.10, resources: {claims: [{name: xpu}]}}]
+`, i)
+		}
+		ask := func(minCount int, pods int) debugapi.FitAnswer {
+			t.Helper()
+			m := fmt.Sprintf(b.String(), minCount)
+			// Keep the first pods only.
+			parts := strings.Split(m, "---\n")
+			file := filepath.Join(t.TempDir(), "wide.yaml")
+			require.NoError(t, os.WriteFile(file, []byte(strings.Join(parts[:2+pods], "---\n")), 0o644))
+			out, errOut, err := kubectlPhalanx(t, c, "", "fit", "-f", file, "-n", ns, "-o", "json")
+			require.NoError(t, err, "fit: %s", errOut)
+			var answer debugapi.FitAnswer
+			require.NoError(t, json.Unmarshal([]byte(out), &answer), "%s", out)
+			return answer
+		}
+		// nvl-a holds 3 free devices once clq took 5, nvl-b all 8.
+		a := ask(8, 8)
+		require.Equal(t, debugapi.VerdictFits, a.Verdict, a.Message)
+		for _, node := range a.Assessment.Placement.Pods {
+			assert.Equal(t, "nvl-b", cliqueOf(node), "the one clique with room for 8")
+		}
+		a = ask(9, 9)
+		require.Equal(t, debugapi.VerdictDoesNotFit, a.Verdict, a.Message)
+		assert.Contains(t, a.Message, "no "+cliqueKey+" domain fits 9 pods: best nvl-b fits 8 (short 1 device of class "+xpu+")")
+		_, err := c.Client.ResourceV1().ResourceClaimTemplates(ns).Get(ctx, "xpu-file", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "fit creates nothing: %v", err)
+
+		// The same gang created: explain shows the devices per clique.
+		createPodGroup(t, c, ns, cliqueGang("wide", 9))
+		for i := range 9 {
+			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, xpuMember(fmt.Sprintf("wide-%d", i), "wide"), metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		waitGroupCondition(t, c, ns, "wide", "Schedulable", "short 1 device of class "+xpu)
+		e := explainJSON(t, c, "podgroup", "wide", "-n", ns).Items[0]
+		require.NotNil(t, e.Assessment)
+		assert.Equal(t, []debugapi.DomainDevices{
+			{Key: cliqueKey, Domain: "nvl-a", Class: xpu, Free: 3, Total: 8},
+			{Key: cliqueKey, Domain: "nvl-b", Class: xpu, Free: 8, Total: 8},
+		}, e.Assessment.Devices)
+		text, errOut, err := kubectlPhalanx(t, c, "", "explain", "podgroup", "wide", "-n", ns)
+		require.NoError(t, err, errOut)
+		assert.Contains(t, text, "DRA devices the plan counts, per domain:")
+		assert.Regexp(t, `nvl-b\s+`+regexp.QuoteMeta(xpu)+`\s+8/8`, text)
+		assert.Contains(t, text, "1 device of class "+xpu, "the SHORT column names the class")
+		assert.Empty(t, countPrefix(boundPods(t, c, ns), "wide-"))
 	})
 }
 

@@ -62,17 +62,34 @@ const (
 )
 
 // TopologyConstraint asks that every pod of a group lands on nodes sharing
-// one value of the node label Key.
+// one value of the node label Key, or, for a key under
+// DeviceAttributeKeyPrefix, on nodes whose devices share one value of that
+// device attribute.
+//
+// +kubebuilder:validation:XValidation:rule="!self.key.startsWith('device.phalanx.dev/') || self.key.lastIndexOf('/') > 18",message="a device.phalanx.dev/ key names a device attribute by its fully qualified name, device.phalanx.dev/<domain>/<attribute>, e.g. device.phalanx.dev/gpu.nvidia.com/cliqueId",fieldPath=".key"
 type TopologyConstraint struct {
-	// Key is a node label key, such as topology.kubernetes.io/zone.
+	// Key is a node label key, such as topology.kubernetes.io/zone, or
+	// device.phalanx.dev/ followed by the fully qualified name of a device
+	// attribute published in ResourceSlices (domain/name, e.g.
+	// device.phalanx.dev/gpu.nvidia.com/cliqueId): each node's domain is
+	// then the value its devices of the group's device classes agree on.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=316
-	// A schema pattern rather than a CEL rule: the rule's cost, multiplied
-	// through the nested template lists of a Workload, exceeds the CEL budget.
-	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	// A schema pattern rather than a CEL rule for the syntax: a regular
+	// expression's cost, multiplied through the nested template lists of a
+	// Workload, exceeds the CEL budget. The rule above only tells the two
+	// forms apart, at the cost of a prefix test and one scan.
+	// +kubebuilder:validation:Pattern=`^(([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?|device[.]phalanx[.]dev/[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z_][A-Za-z0-9_]*)$`
 	Key string `json:"key"`
 }
+
+// DeviceAttributeKeyPrefix starts a topology key that names a device
+// attribute instead of a node label: DeviceAttributeKeyPrefix +
+// "<domain>/<attribute>". Its domains are the attribute's values; a node
+// belongs to one when every device it can use of the group's device
+// classes that carries the attribute has that value.
+const DeviceAttributeKeyPrefix = "device.phalanx.dev/"
 
 // MaxPreferredTopology is the most preferred topology levels a group may
 // list.

@@ -332,7 +332,8 @@ func (p *Preemption) Search(ctx context.Context, h fwk.Handle, pr *probe.Prober,
 			victims[i].Requests[name] += n
 		}
 	}
-	result, err := mostMembers(nodes, victims, input, prio, placement.Options{ExplainDomains: opts.ExplainDomains, Extra: cons.Extra()})
+	result, err := mostMembers(nodes, victims, input, prio, placement.Options{ExplainDomains: opts.ExplainDomains, Extra: cons.Extra(),
+		Domains: cons.DeviceDomains(ctx, tree, input)})
 	if err != nil {
 		return nil, err
 	}

@@ -17,29 +17,32 @@ import (
 const domainStateKey fwk.StateKey = Name + "/domains"
 
 // domainState maps group key strings to the domain value of their
-// topology key. It is never modified after it is written.
+// topology key, and, for device attribute keys, nodes to their domain of
+// the key (plan.levels). It is never modified after it is written.
 type domainState struct {
 	domains map[string]string
+	levels  map[string]map[string]string
 }
 
 // Clone shares the map: it is read-only.
 func (d *domainState) Clone() fwk.StateData { return d }
 
-func writeDomains(state fwk.CycleState, domains map[string]string) {
+func writeDomains(state fwk.CycleState, domains map[string]string, levels map[string]map[string]string) {
 	if state != nil && len(domains) > 0 {
-		state.Write(domainStateKey, &domainState{domains: domains})
+		state.Write(domainStateKey, &domainState{domains: domains, levels: levels})
 	}
 }
 
-func readDomains(state fwk.CycleState) map[string]string {
+func readDomains(state fwk.CycleState) (map[string]string, map[string]map[string]string) {
 	if state == nil {
-		return nil
+		return nil, nil
 	}
 	d, err := state.Read(domainStateKey)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	return d.(*domainState).domains
+	ds := d.(*domainState)
+	return ds.domains, ds.levels
 }
 
 // pinnedDomains returns, for every group of the hierarchy tree that has a

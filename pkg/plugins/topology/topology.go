@@ -125,8 +125,12 @@ type plan struct {
 	assignments map[string]string // pod key -> node
 	// allocated names the shared claims (namespace/name) the plan
 	// allocated (shared.go).
-	allocated  map[string]bool
-	domains    map[string]string // group key string -> domain value
+	allocated map[string]bool
+	domains   map[string]string // group key string -> domain value
+	// levels are the domains of the device attribute levels the plan
+	// used, per key and node (planinput.DeviceDomains): Filter reads a
+	// node's domain of such a key there, not in its labels.
+	levels     map[string]map[string]string
 	nominated  []*corev1.Pod
 	infeasible *placement.Infeasible
 	// pinned are, for an infeasible plan, the domains the hierarchy's
@@ -288,10 +292,10 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 		}
 	}
 	if p.infeasible != nil {
-		writeDomains(state, p.pinned)
+		writeDomains(state, p.pinned, nil)
 		return nil, fwk.NewStatus(fwk.Unschedulable, p.infeasible.Reason)
 	}
-	writeDomains(state, p.domains)
+	writeDomains(state, p.domains, p.levels)
 	node, ok := p.assignments[key]
 	if !ok {
 		pluginrt.MarkSurplus(state)
@@ -370,6 +374,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 		return nil, fwk.AsStatus(fmt.Errorf("plan group %s: %w", root, err))
 	}
 	opts.Extra = cons.Extra()
+	opts.Domains = cons.DeviceDomains(ctx, tree, input)
 	table, reserved, err := t.nodes.Table(infos, t.handle.NominatedPodsForNode, members)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("prepare snapshot nodes: %w", err))
@@ -378,7 +383,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	start := time.Now()
 	result, err := table.Plan(input, reserved, opts)
 	planDuration.Observe(time.Since(start).Seconds())
-	p := &plan{created: time.Now(), rev: rev, snapshot: seen}
+	p := &plan{created: time.Now(), rev: rev, snapshot: seen, levels: opts.Domains}
 	var inf *placement.Infeasible
 	switch {
 	case errors.As(err, &inf):
@@ -540,7 +545,7 @@ func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *corev1.P
 		return nil
 	}
 	ch := v.Chain
-	domains := readDomains(state)
+	domains, levels := readDomains(state)
 	if domains == nil {
 		t.mu.Lock()
 		p := t.plans[ch.Root().Key]
@@ -548,16 +553,20 @@ func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *corev1.P
 		if p == nil || p.infeasible != nil {
 			return nil
 		}
-		domains = p.domains
+		domains, levels = p.domains, p.levels
 	}
-	labels := ni.Node().Labels
+	node := ni.Node()
 	for _, g := range ch {
 		name := g.Key.String()
 		domain, ok := domains[name]
 		if !ok || g.TopologyKey == "" {
 			continue
 		}
-		if labels[g.TopologyKey] != domain {
+		value := node.Labels[g.TopologyKey]
+		if byNode, device := levels[g.TopologyKey]; device {
+			value = byNode[node.Name]
+		}
+		if value != domain {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 				fmt.Sprintf("node is outside %s's domain %s=%s", g.Key, g.TopologyKey, domain))
 		}
