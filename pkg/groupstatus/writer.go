@@ -77,7 +77,7 @@ func newWriter(ctx context.Context, client versioned.Interface, kube kubernetes.
 		desired: map[groups.Key]map[string]metav1.Condition{},
 
 		reservations: map[groups.Key]*v1alpha1.GroupReservation{},
-		announced: map[groups.Key]metav1.Condition{},
+		announced:    map[groups.Key]metav1.Condition{},
 	}
 	for i := 0; i < 2; i++ {
 		go w.run(ctx)

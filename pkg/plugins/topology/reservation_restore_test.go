@@ -40,14 +40,14 @@ func TestRestoredHoldsStayWithinTheShare(t *testing.T) {
 		want    []string // exactly these nodes, when set
 	}{
 		{
-			name: "a hold naming a label every node carries, not the gang's topology key, is not restored",
+			name:   "a hold naming a label every node carries, not the gang's topology key, is not restored",
 			claims: []claim{{group: "big", key: testRackKey, created: time.Hour, heldKey: testZoneKey, heldDomain: "zone-0"}},
-			want: []string{},
+			want:   []string{},
 		},
 		{
 			name:   "a hold of the gang's own key that spans every node, more than the share, is not restored",
 			claims: []claim{{group: "big", key: testZoneKey, created: time.Hour, heldKey: testZoneKey, heldDomain: "zone-0"}},
-			want: []string{},
+			want:   []string{},
 		},
 		{
 			name:    "holds that together exceed the share are restored only up to it, highest-ranked first",
