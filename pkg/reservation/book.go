@@ -89,7 +89,7 @@ func (b *Book) offerLocked(c Hold, choices []Choice, maxNodes int) (Hold, bool, 
 			if e.Root == c.Root || !e.Nodes.HasAny(ch.Nodes.UnsortedList()...) {
 				continue
 			}
-			if e.Outranks(c.Gang) {
+			if e.outranks(c.Gang) {
 				blocked = fmt.Sprintf("%s=%s overlaps the reservation of %s", c.Key, ch.Domain, e.Root)
 				break
 			}
@@ -110,11 +110,11 @@ func (b *Book) offerLocked(c Hold, choices []Choice, maxNodes int) (Hold, bool, 
 			// Displace the lowest-ranked holds below c.
 			var lower []*entry
 			for _, e := range b.held {
-				if !out.Has(e) && e.Root != c.Root && c.Outranks(e.Gang) {
+				if !out.Has(e) && e.Root != c.Root && c.outranks(e.Gang) {
 					lower = append(lower, e)
 				}
 			}
-			sort.Slice(lower, func(i, j int) bool { return lower[j].Outranks(lower[i].Gang) })
+			sort.Slice(lower, func(i, j int) bool { return lower[j].outranks(lower[i].Gang) })
 			for _, e := range lower {
 				if used <= maxNodes {
 					break
@@ -185,7 +185,7 @@ func (b *Book) List() []Hold {
 	for _, e := range b.held {
 		out = append(out, e.Hold)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Outranks(out[j].Gang) })
+	sort.Slice(out, func(i, j int) bool { return out[i].outranks(out[j].Gang) })
 	return out
 }
 
@@ -363,7 +363,7 @@ func (b *Book) Sweep(now time.Time, maxHold time.Duration, fates map[groups.Key]
 		b.removeLocked(e)
 		out = append(out, end)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Outranks(out[j].Gang) })
+	sort.Slice(out, func(i, j int) bool { return out[i].outranks(out[j].Gang) })
 	for k, until := range b.cooldown {
 		if now.After(until) {
 			delete(b.cooldown, k)

@@ -26,7 +26,7 @@ func TestOutranks(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Equal(t, c.want, c.a.Outranks(c.b))
+			assert.Equal(t, c.want, c.a.outranks(c.b))
 		})
 	}
 }

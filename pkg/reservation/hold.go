@@ -28,8 +28,8 @@ type Gang struct {
 	Created int64
 }
 
-// Outranks orders gangs: priority, then age, then name.
-func (g Gang) Outranks(o Gang) bool {
+// outranks orders gangs: priority, then age, then name.
+func (g Gang) outranks(o Gang) bool {
 	if g.Priority != o.Priority {
 		return g.Priority > o.Priority
 	}

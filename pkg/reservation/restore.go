@@ -113,7 +113,7 @@ func Check(c Claim, f Facts, a Args, now time.Time) Verdict {
 		v.Reason, v.Why = ReasonNotReserved, "no member of the gang is pending"
 		return v
 	}
-	if !TopologyKeys(tree).Has(rec.Key) {
+	if !topologyKeys(tree).Has(rec.Key) {
 		v.Reason, v.Why = ReasonNotReserved, fmt.Sprintf("%s is not a topology key of the gang", rec.Key)
 		return v
 	}
@@ -182,7 +182,7 @@ func (b *Book) Restore(verdicts []Verdict, maxNodes int) []Verdict {
 			tell = append(tell, v)
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].Hold.Outranks(cands[j].Hold.Gang) })
+	sort.Slice(cands, func(i, j int) bool { return cands[i].Hold.outranks(cands[j].Hold.Gang) })
 	for _, v := range cands {
 		h := *v.Hold
 		reason := ReasonNotReserved
@@ -223,12 +223,12 @@ func WaitedSince(tree *groups.Tree) (since time.Time, rep *corev1.Pod, ok bool) 
 	return since, oldest, true
 }
 
-// TopologyKeys lists the levels the hierarchy's groups may be planned at:
+// topologyKeys lists the levels the hierarchy's groups may be planned at:
 // their required and preferred keys, and, for a group without a key, its
 // pending members' required pod-affinity keys (a group whose pods must be
 // together in a zone is planned within one). They are the only keys a
 // failed plan of it can hold a domain of.
-func TopologyKeys(tree *groups.Tree) sets.Set[string] {
+func topologyKeys(tree *groups.Tree) sets.Set[string] {
 	out := sets.New[string]()
 	walk(tree, func(tr *groups.Tree) {
 		if tr.TopologyKey != "" {

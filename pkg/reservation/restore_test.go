@@ -190,6 +190,6 @@ func TestTopologyKeys(t *testing.T) {
 	child.Members[0].Pod.Spec.Affinity = aff
 	child.Members[1].Pod.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "bound-only"}}}}
 	root.Children = []*groups.Tree{child}
-	assert.Equal(t, sets.New("zone", "rack", "host"), TopologyKeys(root))
+	assert.Equal(t, sets.New("zone", "rack", "host"), topologyKeys(root))
 	assert.Equal(t, sets.New("big-0", "big-1"), Members(root))
 }
