@@ -27,7 +27,9 @@ func racks() map[string]map[string]string {
 func TestCheck(t *testing.T) {
 	const hold = 900 * time.Second
 	args := Args{AfterSeconds: 60, MaxHoldSeconds: 900, MaxSharePercent: 50}
-	rec := func(k, d string, since time.Duration) *Record { return &Record{Key: k, Domain: d, Since: t0.Add(since)} }
+	rec := func(k, d string, since time.Duration) *Record {
+		return &Record{Key: k, Domain: d, Since: t0.Add(since)}
+	}
 	waiting := tree("big", "rack", t0.Add(-time.Hour), true, false)
 	child := tree("team", "", t0.Add(-time.Hour))
 	child.Key.Kind = groups.CompositeKind
@@ -65,10 +67,10 @@ func TestCheck(t *testing.T) {
 			reason: ReasonNotReserved, why: "annotation says never to reserve for it"},
 		{name: "a gang that has not waited its threshold", claim: Claim{Record: rec("rack", "r1", -time.Minute)}, tree: waiting, after: 2 * time.Hour,
 			reason: ReasonNotReserved, why: "the gang has waited 1h0m0s of the 2h0m0s before a hold"},
-		{name: "a hold past its maximum", claim: Claim{Record: rec("rack", "r1", -1000 * time.Second)}, tree: waiting,
+		{name: "a hold past its maximum", claim: Claim{Record: rec("rack", "r1", -1000*time.Second)}, tree: waiting,
 			reason: ReasonExpired, why: "rack=r1 reached the maximum hold of 15m0s at 2026-03-01T11:58:20Z; no new hold before 2026-03-01T12:13:20Z",
 			cool: hold - 100*time.Second},
-		{name: "a hold that ended more than maxHold ago", claim: Claim{Record: rec("rack", "r1", -24 * time.Hour)}, tree: waiting,
+		{name: "a hold that ended more than maxHold ago", claim: Claim{Record: rec("rack", "r1", -24*time.Hour)}, tree: waiting,
 			reason: ReasonExpired, why: "rack=r1 reached the maximum hold of 15m0s at 2026-02-28T12:15:00Z", cool: -24*time.Hour + 2*hold},
 		{name: "a domain no node is in", claim: Claim{Record: rec("rack", "r9", -time.Minute)}, tree: waiting,
 			reason: ReasonNotReserved, why: "no node has rack=r9"},
