@@ -248,6 +248,21 @@ func TestReservation(t *testing.T) {
 		assert.Nil(t, pg.Status.Reservation, "the record outlived the hold")
 	})
 
+	t.Run("a record sent with the group itself is dropped: only status writers can claim a hold", func(t *testing.T) {
+		ns := namespace(t, c)
+		api := c.Phalanx.SchedulingV1alpha1().PodGroups(ns)
+		forged := &v1alpha1.GroupReservation{TopologyKey: sandbox.RackLabel, Domain: "x-rack-0", Since: metav1.Now()}
+		pg := gangPG("tenant", 2)
+		pg.Status.Reservation = forged
+		created, err := api.Create(ctx, pg, metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.Nil(t, created.Status.Reservation, "kept from a create")
+		created.Status.Reservation = forged
+		updated, err := api.Update(ctx, created, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		assert.Nil(t, updated.Status.Reservation, "kept from an update of the object")
+	})
+
 	t.Run("a higher-priority gang takes the hold over", func(t *testing.T) {
 		ns := namespace(t, c)
 		setup(t, "o", ns, 0)

@@ -92,18 +92,12 @@ func (r *reserver) afterFor(root groups.Key) time.Duration {
 	return r.args.AfterFor(ann)
 }
 
-// due asks the book whether tree's gang may be offered a hold now, and
-// when it will be if not.
-func (r *reserver) due(tree *groups.Tree) (bool, time.Time) {
-	since, _, waiting := reservation.WaitedSince(tree)
-	return r.book.Due(tree.Key, waiting, since, r.afterFor(tree.Key), r.now())
-}
-
 // wantsExplain says whether root's next plan should list its domains: it
 // has waited long enough to be reserved for and holds nothing yet, or
 // holds a domain whose numbers are refreshed.
 func (r *reserver) wantsExplain(tree *groups.Tree) bool {
-	ok, _ := r.due(tree)
+	since, _, waiting := reservation.WaitedSince(tree)
+	ok, _ := r.book.Due(tree.Key, waiting, since, r.afterFor(tree.Key), r.now())
 	return ok
 }
 
@@ -113,17 +107,17 @@ func (r *reserver) consider(logger klog.Logger, tree *groups.Tree, inf *placemen
 	if inf.Invalid || inf.TopologyKey == "" {
 		return
 	}
-	if ok, at := r.due(tree); !ok {
+	now := r.now()
+	since, rep, waiting := reservation.WaitedSince(tree)
+	if ok, at := r.book.Due(tree.Key, waiting, since, r.afterFor(tree.Key), now); !ok {
 		if !at.IsZero() {
 			r.book.Remind(tree.Key, at)
 		}
 		return
 	}
-	_, rep, ok := reservation.WaitedSince(tree)
-	if !ok {
+	if !waiting {
 		return
 	}
-	now := r.now()
 	members := reservation.Members(tree)
 	gang := reservation.Gang{
 		Root: tree.Key, Priority: groups.PodPriority(rep),
