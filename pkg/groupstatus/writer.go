@@ -51,6 +51,9 @@ type Writer struct {
 
 	mu      sync.Mutex
 	desired map[groups.Key]map[string]metav1.Condition
+	// reservations are the desired status.reservation of Phalanx's groups
+	// (a nil value clears it); a group absent here keeps what it has.
+	reservations map[groups.Key]*v1alpha1.GroupReservation
 	// announced is the Schedulable condition last told in an event, per
 	// scheduler-plugins group.
 	announced map[groups.Key]metav1.Condition
@@ -73,7 +76,8 @@ func newWriter(ctx context.Context, client versioned.Interface, kube kubernetes.
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[groups.Key]{Name: "phalanx-group-status"}),
 		desired: map[groups.Key]map[string]metav1.Condition{},
 
-		announced: map[groups.Key]metav1.Condition{},
+		reservations: map[groups.Key]*v1alpha1.GroupReservation{},
+		announced:    map[groups.Key]metav1.Condition{},
 	}
 	for i := 0; i < 2; i++ {
 		go w.run(ctx)
@@ -117,10 +121,53 @@ func (w *Writer) Set(k groups.Key, conds ...metav1.Condition) {
 	}
 }
 
+// SetReservation records the desired reservation record of Phalanx's
+// group k (nil: none), written with its conditions, in the same update.
+// Other dialects have no such field and keep only the condition.
+func (w *Writer) SetReservation(k groups.Key, r *v1alpha1.GroupReservation) {
+	if k.Dialect != groups.Phalanx || k.Kind == groups.LabelKind {
+		return
+	}
+	w.mu.Lock()
+	old, ok := w.reservations[k]
+	changed := !ok || !sameReservation(old, r)
+	w.reservations[k] = r.DeepCopy()
+	w.mu.Unlock()
+	if changed {
+		w.queue.AddAfter(k, settleDelay)
+	}
+}
+
+// sameReservation compares records as the API keeps them: times to the
+// second.
+func sameReservation(a, b *v1alpha1.GroupReservation) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	sameTime := func(x, y *metav1.Time) bool {
+		if x == nil || y == nil {
+			return x == y
+		}
+		return x.Unix() == y.Unix()
+	}
+	return a.TopologyKey == b.TopologyKey && a.Domain == b.Domain && sameTime(&a.Since, &b.Since) && sameTime(a.Expired, b.Expired)
+}
+
+// setReservation sets want on *cur (when want holds a desire) and reports
+// whether it changed.
+func setReservation(cur **v1alpha1.GroupReservation, want *v1alpha1.GroupReservation, wanted bool) bool {
+	if !wanted || sameReservation(*cur, want) {
+		return false
+	}
+	*cur = want.DeepCopy()
+	return true
+}
+
 // Forget drops state of a deleted group.
 func (w *Writer) Forget(k groups.Key) {
 	w.mu.Lock()
 	delete(w.desired, k)
+	delete(w.reservations, k)
 	delete(w.announced, k)
 	w.mu.Unlock()
 }
@@ -147,14 +194,16 @@ func (w *Writer) run(ctx context.Context) {
 	}
 }
 
-func (w *Writer) snapshot(k groups.Key) []metav1.Condition {
+// snapshot returns k's desired conditions and reservation record (wanted
+// false: leave the record as it is).
+func (w *Writer) snapshot(k groups.Key) (conds []metav1.Condition, resv *v1alpha1.GroupReservation, wanted bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []metav1.Condition
 	for _, c := range w.desired[k] {
-		out = append(out, c)
+		conds = append(conds, c)
 	}
-	return out
+	resv, wanted = w.reservations[k]
+	return conds, resv.DeepCopy(), wanted
 }
 
 // withInitiallyScheduled adds, for a group that cannot be placed, the
@@ -200,28 +249,33 @@ func merge(conds *[]metav1.Condition, want []metav1.Condition) bool {
 }
 
 func (w *Writer) write(ctx context.Context, k groups.Key) error {
-	want := w.snapshot(k)
-	if len(want) == 0 {
+	want, resv, wanted := w.snapshot(k)
+	if len(want) == 0 && !wanted {
 		return nil
 	}
 	if k.Dialect == groups.Coscheduling {
 		w.announce(k, want)
 		return nil
 	}
-	err := w.writeFrom(ctx, k, want, true)
+	if k.Dialect == groups.Native {
+		err := w.writeNative(ctx, k, want, true)
+		if apierrors.IsConflict(err) {
+			err = w.writeNative(ctx, k, want, false)
+		}
+		return err
+	}
+	err := w.writeFrom(ctx, k, want, resv, wanted, true)
 	if apierrors.IsConflict(err) {
-		err = w.writeFrom(ctx, k, want, false)
+		err = w.writeFrom(ctx, k, want, resv, wanted, false)
 	}
 	return err
 }
 
-// writeFrom merges want into the group's conditions and writes them if they
-// changed, starting from the informer's copy when cached is true and the
-// cache has the object, else from a GET.
-func (w *Writer) writeFrom(ctx context.Context, k groups.Key, want []metav1.Condition, cached bool) error {
-	if k.Dialect == groups.Native {
-		return w.writeNative(ctx, k, want, cached)
-	}
+// writeFrom merges want into a Phalanx group's conditions, and resv into
+// its reservation record when wanted, and writes them if they changed,
+// starting from the informer's copy when cached is true and the cache has
+// the object, else from a GET.
+func (w *Writer) writeFrom(ctx context.Context, k groups.Key, want []metav1.Condition, resv *v1alpha1.GroupReservation, wanted, cached bool) error {
 	api := w.client.SchedulingV1alpha1()
 	switch k.Kind {
 	case groups.PodGroupKind:
@@ -237,7 +291,8 @@ func (w *Writer) writeFrom(ctx context.Context, k groups.Key, want []metav1.Cond
 				return err
 			}
 		}
-		if !merge(&pg.Status.Conditions, want) {
+		changed := merge(&pg.Status.Conditions, want)
+		if !setReservation(&pg.Status.Reservation, resv, wanted) && !changed {
 			return nil
 		}
 		_, err := api.PodGroups(k.Namespace).UpdateStatus(ctx, pg, metav1.UpdateOptions{})
@@ -255,7 +310,8 @@ func (w *Writer) writeFrom(ctx context.Context, k groups.Key, want []metav1.Cond
 				return err
 			}
 		}
-		if !merge(&cpg.Status.Conditions, want) {
+		changed := merge(&cpg.Status.Conditions, want)
+		if !setReservation(&cpg.Status.Reservation, resv, wanted) && !changed {
 			return nil
 		}
 		_, err := api.CompositePodGroups(k.Namespace).UpdateStatus(ctx, cpg, metav1.UpdateOptions{})

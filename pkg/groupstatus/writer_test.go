@@ -145,3 +145,48 @@ func writes(actions []clienttesting.Action) int {
 	}
 	return n
 }
+
+// The reservation record goes out in the same status update as the
+// conditions; a group the scheduler states no record for keeps the one it
+// has (a new leader must not erase what it has yet to restore), and an
+// unchanged record (times kept by the API to the second) is not written
+// again.
+func TestReservationRecordIsWrittenWithTheConditions(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	since := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	kept := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept"}}
+	kept.Status.Reservation = &v1alpha1.GroupReservation{TopologyKey: "rack", Domain: "r0", Since: metav1.NewTime(since)}
+	px := fake.NewSimpleClientset(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}}, kept)
+	w := newWriter(ctx, px, kubefake.NewSimpleClientset(), groups.NewFed())
+	get := func(name string) *v1alpha1.PodGroup {
+		pg, err := px.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		return pg
+	}
+
+	holding := Condition("Reserved", metav1.ConditionTrue, "Holding", "holds rack=r1")
+	w.Set(phalanxKey("big"), holding)
+	w.SetReservation(phalanxKey("big"), &v1alpha1.GroupReservation{TopologyKey: "rack", Domain: "r1", Since: metav1.NewTime(since.Add(300 * time.Millisecond))})
+	w.Set(phalanxKey("kept"), unschedulable("short 4 cpu"))
+	require.Eventually(t, func() bool {
+		return get("big").Status.Reservation != nil && meta.FindStatusCondition(get("kept").Status.Conditions, v1alpha1.PodGroupSchedulable) != nil
+	}, 10*time.Second, 20*time.Millisecond)
+	big := get("big")
+	assert.Equal(t, "r1", big.Status.Reservation.Domain)
+	assert.NotNil(t, meta.FindStatusCondition(big.Status.Conditions, "Reserved"), "the condition came with the record")
+	assert.Equal(t, kept.Status.Reservation.Domain, get("kept").Status.Reservation.Domain, "a record the scheduler stated nothing about is kept")
+	assert.Equal(t, 2, writes(px.Actions()), "one update per group")
+
+	// The same record, as the API returns it (to the second), is no change.
+	w.SetReservation(phalanxKey("big"), &v1alpha1.GroupReservation{TopologyKey: "rack", Domain: "r1", Since: metav1.NewTime(since)})
+	time.Sleep(3 * settleDelay)
+	assert.Equal(t, 2, writes(px.Actions()), "an unchanged record written again")
+	w.Set(phalanxKey("big"), Condition("Reserved", metav1.ConditionFalse, "Bound", "the gang bound"))
+	require.Eventually(t, func() bool {
+		return meta.IsStatusConditionFalse(get("big").Status.Conditions, "Reserved")
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.NotNil(t, get("big").Status.Reservation)
+	w.SetReservation(phalanxKey("big"), nil)
+	require.Eventually(t, func() bool { return get("big").Status.Reservation == nil }, 10*time.Second, 20*time.Millisecond, "a nil record clears it")
+}

@@ -39,7 +39,7 @@ const (
 	// RuntimeAnnotation; this package does not link the sandbox).
 	runtimeAnnotation = "sandbox.phalanx.dev/runtime-seconds"
 	// reserveAfterAnnotation lengthens reservation.afterSeconds per group
-	// (pkg/plugins/topology's ReserveAfterAnnotation).
+	// (pkg/reservation's ReserveAfterAnnotation).
 	reserveAfterAnnotation = "scheduling.phalanx.dev/reserve-after-seconds"
 	// reservedCondition is the condition PhalanxTopology writes on a gang's
 	// root group about its reservation.

@@ -17,7 +17,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/config"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/reservation"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
 )
 
@@ -72,7 +72,7 @@ func reserved(t *testing.T, c *sandbox.Cluster, ns, group string, status metav1.
 		if err != nil {
 			return false, err
 		}
-		cond := meta.FindStatusCondition(pg.Status.Conditions, topology.ConditionReserved)
+		cond := meta.FindStatusCondition(pg.Status.Conditions, reservation.ConditionReserved)
 		if cond == nil || cond.Status != status || cond.Reason != reason {
 			return false, nil
 		}
@@ -124,7 +124,7 @@ func TestReservation(t *testing.T) {
 		}
 		waitBound(t, c, ns, "fill-", 4)
 		bigGang(t, c, ns)
-		rack := heldRack(t, reserved(t, c, ns, "big", metav1.ConditionTrue, topology.ReasonHolding, 30*time.Second))
+		rack := heldRack(t, reserved(t, c, ns, "big", metav1.ConditionTrue, reservation.ReasonHolding, 30*time.Second))
 		for _, n := range nodes {
 			if strings.HasPrefix(n, fmt.Sprintf("%s-r%s-", prefix, strings.TrimPrefix(rack, prefix+"-rack-"))) {
 				held = append(held, n)
@@ -158,7 +158,7 @@ func TestReservation(t *testing.T) {
 		deletePod(t, c, ns, fillerOn(nodes, held[1]))
 		waitBound(t, c, ns, "big-", 2)
 		assert.ElementsMatch(t, held, []string{boundPods(t, c, ns)["big-0"], boundPods(t, c, ns)["big-1"]})
-		cond := reserved(t, c, ns, "big", metav1.ConditionFalse, topology.ReasonReleasedBound, 30*time.Second)
+		cond := reserved(t, c, ns, "big", metav1.ConditionFalse, reservation.ReasonReleasedBound, 30*time.Second)
 		t.Log(cond.Message)
 		assert.Empty(t, boundPods(t, c, ns)["late"], "late had no room left")
 	})
@@ -168,7 +168,7 @@ func TestReservation(t *testing.T) {
 		// Every filler ends after 20s: the gang is expected to fit then.
 		held, _ := setup(t, "b", ns, 20)
 		nodes := []string{"b-r0-n0", "b-r0-n1", "b-r1-n0", "b-r1-n1"}
-		cond := reserved(t, c, ns, "big", metav1.ConditionTrue, topology.ReasonHolding, 10*time.Second)
+		cond := reserved(t, c, ns, "big", metav1.ConditionTrue, reservation.ReasonHolding, 10*time.Second)
 		require.NotContains(t, cond.Message, "expected to fit at unknown", cond.Message)
 		_, rest, _ := strings.Cut(cond.Message, "expected to fit at ")
 		expected, err := time.Parse(time.RFC3339, strings.TrimSuffix(rest, ")"))
@@ -211,7 +211,7 @@ func TestReservation(t *testing.T) {
 		deletePod(t, c, ns, fillerOn(nodes, held[0]))
 		small(t, c, ns, "late", 0, held[0])
 		failedSchedulingFor(t, c, ns, "late")
-		cond := reserved(t, c, ns, "big", metav1.ConditionFalse, topology.ReasonExpired, 60*time.Second)
+		cond := reserved(t, c, ns, "big", metav1.ConditionFalse, reservation.ReasonExpired, 60*time.Second)
 		t.Log(cond.Message)
 		eventually(t, 30*time.Second, "late takes the node once the hold expired", func() (bool, error) { return boundPods(t, c, ns)["late"] == held[0], nil })
 		require.NoError(t, c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Delete(ctx, "big", metav1.DeleteOptions{}))
@@ -221,21 +221,46 @@ func TestReservation(t *testing.T) {
 		ns := namespace(t, c)
 		held, _ := setup(t, "f", ns, 0)
 		nodes := []string{"f-r0-n0", "f-r0-n1", "f-r1-n0", "f-r1-n1"}
-		before := reserved(t, c, ns, "big", metav1.ConditionTrue, topology.ReasonHolding, 10*time.Second)
+		before := reserved(t, c, ns, "big", metav1.ConditionTrue, reservation.ReasonHolding, 10*time.Second)
+		// The record a new leader restores from is the same hold.
+		pg, err := c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "big", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, pg.Status.Reservation, "no reservation record next to the Holding condition")
+		assert.Equal(t, sandbox.RackLabel, pg.Status.Reservation.TopologyKey)
+		assert.Equal(t, heldRack(t, before), pg.Status.Reservation.Domain)
+		assert.Equal(t, before.LastTransitionTime.Unix(), pg.Status.Reservation.Since.Unix())
 		c.StopScheduler()
-		_, err := c.StartScheduler(ctx)
+		_, err = c.StartScheduler(ctx)
 		require.NoError(t, err)
 		deletePod(t, c, ns, fillerOn(nodes, held[0]))
 		small(t, c, ns, "late", 0, held[0])
 		note := failedSchedulingFor(t, c, ns, "late")
 		assert.Contains(t, note, "reserved for", note)
-		after := reserved(t, c, ns, "big", metav1.ConditionTrue, topology.ReasonHolding, 10*time.Second)
+		after := reserved(t, c, ns, "big", metav1.ConditionTrue, reservation.ReasonHolding, 10*time.Second)
 		assert.Equal(t, heldRack(t, before), heldRack(t, after), "the same rack")
 		assert.Equal(t, before.LastTransitionTime.Unix(), after.LastTransitionTime.Unix(), "the hold kept its start")
 		deletePod(t, c, ns, fillerOn(nodes, held[1]))
 		waitBound(t, c, ns, "big-", 2)
-		reserved(t, c, ns, "big", metav1.ConditionFalse, topology.ReasonReleasedBound, 30*time.Second)
+		reserved(t, c, ns, "big", metav1.ConditionFalse, reservation.ReasonReleasedBound, 30*time.Second)
 		assert.Empty(t, boundPods(t, c, ns)["late"])
+		pg, err = c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "big", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Nil(t, pg.Status.Reservation, "the record outlived the hold")
+	})
+
+	t.Run("a record sent with the group itself is dropped: only status writers can claim a hold", func(t *testing.T) {
+		ns := namespace(t, c)
+		api := c.Phalanx.SchedulingV1alpha1().PodGroups(ns)
+		forged := &v1alpha1.GroupReservation{TopologyKey: sandbox.RackLabel, Domain: "x-rack-0", Since: metav1.Now()}
+		pg := gangPG("tenant", 2)
+		pg.Status.Reservation = forged
+		created, err := api.Create(ctx, pg, metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.Nil(t, created.Status.Reservation, "kept from a create")
+		created.Status.Reservation = forged
+		updated, err := api.Update(ctx, created, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		assert.Nil(t, updated.Status.Reservation, "kept from an update of the object")
 	})
 
 	t.Run("a higher-priority gang takes the hold over", func(t *testing.T) {
@@ -253,14 +278,14 @@ func TestReservation(t *testing.T) {
 		}
 		// Only one rack fits the share (2 of 4 nodes): vip holds, big no
 		// longer does (TakenOver, then NotReserved while vip holds).
-		vip := reserved(t, c, ns, "vip", metav1.ConditionTrue, topology.ReasonHolding, 30*time.Second)
+		vip := reserved(t, c, ns, "vip", metav1.ConditionTrue, reservation.ReasonHolding, 30*time.Second)
 		t.Log(vip.Message)
 		eventually(t, 30*time.Second, "big no longer holds", func() (bool, error) {
 			pg, err := c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "big", metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}
-			cond := meta.FindStatusCondition(pg.Status.Conditions, topology.ConditionReserved)
+			cond := meta.FindStatusCondition(pg.Status.Conditions, reservation.ConditionReserved)
 			return cond != nil && cond.Status == metav1.ConditionFalse, nil
 		})
 		for _, g := range []string{"vip", "big"} {

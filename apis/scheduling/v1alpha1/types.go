@@ -364,6 +364,37 @@ type PodGroupStatus struct {
 	// Running counts members in phase Running.
 	// +optional
 	Running int32 `json:"running,omitempty"`
+	// Reservation is the scheduler's record of the domain it holds for the
+	// gang (only on a root group, with reservations on). It is what a
+	// scheduler restores holds from after a failover; the Reserved
+	// condition tells the same to people.
+	// +optional
+	Reservation *GroupReservation `json:"reservation,omitempty"`
+}
+
+// GroupReservation is the scheduler's record of a hold on a root group. It
+// lives in status, which only those allowed to update the status
+// subresource can write (a group's owner, who may edit its spec and
+// annotations, usually is not). A scheduler that reads it back still treats
+// it as a claim and grants only what it could have granted itself.
+type GroupReservation struct {
+	// TopologyKey and Domain name the held nodes: those labelled
+	// TopologyKey=Domain.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	TopologyKey string `json:"topologyKey"`
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Domain string `json:"domain"`
+	// Since is when the hold began; it ends maxHoldSeconds later.
+	// +required
+	Since metav1.Time `json:"since"`
+	// Expired, when set, is when the hold reached maxHoldSeconds and ended:
+	// the gang may not hold again until maxHoldSeconds after it.
+	// +optional
+	Expired *metav1.Time `json:"expired,omitempty"`
 }
 
 // PodGroupList is a list of PodGroups.
@@ -440,6 +471,10 @@ type CompositePodGroupStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Reservation is the scheduler's record of the domain it holds for the
+	// gang under this root (see PodGroupStatus).
+	// +optional
+	Reservation *GroupReservation `json:"reservation,omitempty"`
 }
 
 // CompositePodGroupList is a list of CompositePodGroups.

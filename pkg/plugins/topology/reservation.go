@@ -1,33 +1,17 @@
 package topology
 
-// Reservation and backfill. A gang that has waited past a threshold gets
-// the domain it came closest to fitting (the smallest shortfall, within its
-// topology key) held for it: room that frees there goes to the gang and
-// not to pods that would delay it. Other pods still use held nodes when
-// they cannot delay the gang (backfill):
-//   - pods whose activeDeadlineSeconds ends before the gang is expected to
-//     fit there (expected: the earliest time the pods already running in
-//     the domain, ended at their own activeDeadlineSeconds, free the
-//     shortfall; unknown when they cannot, and then there is no such
-//     backfill);
-//   - pods the gang may preempt (lower priority, and the gang's policy
-//     preempts): the gang's own preemption evicts them, as a unit, when
-//     evicting makes the gang fit;
-//   - pods of higher priority than the gang, which could preempt it anyway.
-// A reservation never evicts anything by itself. The book keeps
-// reservations disjoint, ranked by priority then age, and within a share of
-// the cluster's nodes; one ends when the gang binds, its group is deleted,
-// after a maximum hold (then the group may not reserve again for as long),
-// or when a higher-ranked gang takes its domain. It is written to the
-// root group's Reserved condition, from which a scheduler that takes over
-// after a failover restores what it could have granted itself (restore.go).
+// The reservation adapter: PhalanxTopology's side of reservation and
+// backfill. The rules (which domain a gang holds, whom a held node admits,
+// when a hold ends, which claimed holds a new leader restores) are the
+// book's, in pkg/reservation; this file only translates. It reads the
+// snapshot, the pod informer and the group cache into the book's plain
+// inputs, and turns the book's answers into Filter statuses, the root
+// group's Reserved condition and status record, activations of the pods a
+// hold turned away, and metrics.
 
 import (
 	"context"
 	"fmt"
-	"math"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,452 +24,33 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
+	"github.com/phalanx-sched/phalanx/pkg/reservation"
 )
-
-// ReservationArgs configure reservation and backfill (PhalanxTopology's
-// `reservation` argument). Absent, nothing is ever reserved.
-//
-//	reservation:
-//	  afterSeconds: 120      # a gang waiting this long gets a domain held
-//	  maxHoldSeconds: 900    # a hold ends after this, and is not renewed for as long
-//	  maxSharePercent: 50    # at most this share of the nodes held at once
-//	  backfill: true         # let pods that cannot delay the gang use held nodes
-type ReservationArgs struct {
-	AfterSeconds    int64 `json:"afterSeconds,omitempty"`
-	MaxHoldSeconds  int64 `json:"maxHoldSeconds,omitempty"`
-	MaxSharePercent int32 `json:"maxSharePercent,omitempty"`
-	Backfill        *bool `json:"backfill,omitempty"`
-}
-
-// ReserveAfterAnnotation, on a root PodGroup or CompositePodGroup,
-// lengthens afterSeconds for that group (a shorter value has no effect);
-// "-1" never reserves for it.
-const ReserveAfterAnnotation = "scheduling.phalanx.dev/reserve-after-seconds"
-
-// The Reserved condition and its reasons.
-const (
-	ConditionReserved    = "Reserved"
-	ReasonHolding        = "Holding"
-	ReasonNotReserved    = "NotReserved"
-	ReasonNeverFits      = "NeverFits"
-	ReasonReleasedBound  = "Bound"
-	ReasonExpired        = "Expired"
-	ReasonTakenOver      = "TakenOver"
-	ReasonGroupDeleted   = "GroupDeleted"
-	ReasonRestoreOverlap = "Overlap"
-)
-
-// maxBackfillRuntime is the longest activeDeadlineSeconds believed: a bound
-// beyond it (or not positive) is absurd and means no runtime backfill.
-const maxBackfillRuntime = 7 * 24 * time.Hour
 
 // explainDomainsForReservation is how many domains a waiting gang's failed
 // plan lists, to choose the one to hold.
 const explainDomainsForReservation = 16
 
-func (a *ReservationArgs) defaults() error {
-	if a.AfterSeconds < 0 {
-		return fmt.Errorf("%s args: reservation.afterSeconds=%d is negative", Name, a.AfterSeconds)
-	}
-	if a.MaxHoldSeconds == 0 {
-		a.MaxHoldSeconds = 900
-	}
-	if a.MaxHoldSeconds < 1 {
-		return fmt.Errorf("%s args: reservation.maxHoldSeconds=%d: use a positive number", Name, a.MaxHoldSeconds)
-	}
-	if a.MaxSharePercent == 0 {
-		a.MaxSharePercent = 50
-	}
-	if a.MaxSharePercent < 1 || a.MaxSharePercent > 100 {
-		return fmt.Errorf("%s args: reservation.maxSharePercent=%d: use 1 to 100", Name, a.MaxSharePercent)
-	}
-	if a.Backfill == nil {
-		t := true
-		a.Backfill = &t
-	}
-	return nil
-}
-
-// reservation is one held domain.
-type reservation struct {
-	root        groups.Key
-	key, domain string
-	nodes       sets.Set[string]
-	priority    int32
-	preempts    bool  // the gang's policy is PreemptLowerPriority
-	created     int64 // the root's creation, for ranking
-	since       time.Time
-	// expected is when the gang is expected to fit in the domain; zero
-	// when unknown.
-	expected time.Time
-	free     placement.Resources
-	short    placement.Resources
-	// waiting are pods Filter turned away from the held nodes, activated
-	// when the hold ends or its expected start moves.
-	waiting map[string]*corev1.Pod
-	// members are the UIDs of the hierarchy's pods when last planned.
-	members sets.Set[string]
-}
-
-// outranks orders reservations: priority, then age, then name.
-func (r *reservation) outranks(o *reservation) bool {
-	if r.priority != o.priority {
-		return r.priority > o.priority
-	}
-	if r.created != o.created {
-		return r.created < o.created
-	}
-	return r.root.String() < o.root.String()
-}
-
-func (r *reservation) message() string {
-	exp := "unknown"
-	if !r.expected.IsZero() {
-		exp = r.expected.UTC().Format(time.RFC3339)
-	}
-	return fmt.Sprintf("holds %s=%s (%d nodes; free %s; short %s; expected to fit at %s)",
-		r.key, r.domain, len(r.nodes), fmtResources(r.free), fmtResources(r.short), exp)
-}
-
-func fmtResources(r placement.Resources) string {
-	if len(r) == 0 {
-		return "nothing"
-	}
-	names := make([]string, 0, len(r))
-	for n := range r {
-		names = append(names, string(n))
-	}
-	sort.Strings(names)
-	parts := make([]string, 0, len(names))
-	for _, n := range names {
-		v := r[corev1.ResourceName(n)]
-		switch corev1.ResourceName(n) {
-		case corev1.ResourceCPU:
-			parts = append(parts, fmt.Sprintf("%s cpu", strconv.FormatFloat(float64(v)/1000, 'f', -1, 64)))
-		case corev1.ResourceMemory:
-			parts = append(parts, fmt.Sprintf("%dMi memory", v/(1<<20)))
-		default:
-			parts = append(parts, fmt.Sprintf("%d %s", v, n))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-// book holds the reservations. It is safe for concurrent use.
-type book struct {
-	mu     sync.Mutex
-	held   map[groups.Key]*reservation
-	byNode map[string]*reservation
-	// cooldown: a group whose hold expired may not hold again before. It
-	// is keyed by namespace and name, not by the object, and outlives the
-	// group until it ends: deleting a group and creating it again must not
-	// end the wait. The sweep drops ended entries, so the map holds at
-	// most the holds that expired within the last maxHoldSeconds (a node
-	// is held by one gang at a time, for maxHoldSeconds before it expires,
-	// so a couple per node of the share) plus those restored from Expired
-	// conditions of existing groups.
-	cooldown map[cooldownKey]time.Time
-}
-
-// cooldownKey names a group by namespace and name, whatever its kind or
-// API: the name is what its owner reuses.
-type cooldownKey struct{ namespace, name string }
-
-func cooldownKeyOf(k groups.Key) cooldownKey { return cooldownKey{k.Namespace, k.Name} }
-
-func newBook() *book {
-	return &book{held: map[groups.Key]*reservation{}, byNode: map[string]*reservation{}, cooldown: map[cooldownKey]time.Time{}}
-}
-
-// domainChoice is a domain a gang could hold, closest first.
-type domainChoice struct {
-	domain string
-	nodes  sets.Set[string]
-	free   placement.Resources
-	short  placement.Resources
-	end    time.Time
-}
-
-// offer grants c the first choice it may hold: no overlap with a
-// reservation that outranks it, and within maxNodes once lower-ranked
-// reservations it overlaps (or, for the share, the lowest-ranked ones) are
-// displaced. It returns the reservations displaced, or why none was
-// granted.
-func (b *book) offer(c *reservation, choices []domainChoice, maxNodes int) (granted bool, displaced []*reservation, why string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var whys []string
-	for _, ch := range choices {
-		var over []*reservation
-		blocked := ""
-		for _, r := range b.held {
-			if r.root == c.root || !r.nodes.HasAny(ch.nodes.UnsortedList()...) {
-				continue
-			}
-			if r.outranks(c) {
-				blocked = fmt.Sprintf("%s=%s overlaps the reservation of %s", c.key, ch.domain, r.root)
-				break
-			}
-			over = append(over, r)
-		}
-		if blocked != "" {
-			whys = append(whys, blocked)
-			continue
-		}
-		out := sets.New[*reservation](over...)
-		used := len(ch.nodes)
-		for _, r := range b.held {
-			if !out.Has(r) && r.root != c.root {
-				used += len(r.nodes)
-			}
-		}
-		if used > maxNodes {
-			// Displace the lowest-ranked reservations below c.
-			var lower []*reservation
-			for _, r := range b.held {
-				if !out.Has(r) && r.root != c.root && c.outranks(r) {
-					lower = append(lower, r)
-				}
-			}
-			sort.Slice(lower, func(i, j int) bool { return lower[j].outranks(lower[i]) })
-			for _, r := range lower {
-				if used <= maxNodes {
-					break
-				}
-				out.Insert(r)
-				over = append(over, r)
-				used -= len(r.nodes)
-			}
-		}
-		if used > maxNodes {
-			whys = append(whys, fmt.Sprintf("%s=%s (%d nodes) would exceed the reservable share (%d nodes)", c.key, ch.domain, len(ch.nodes), maxNodes))
-			continue
-		}
-		for _, r := range over {
-			b.removeLocked(r)
-		}
-		if old := b.held[c.root]; old != nil {
-			b.removeLocked(old)
-		}
-		c.domain, c.nodes, c.free, c.short, c.expected = ch.domain, ch.nodes, ch.free, ch.short, ch.end
-		if c.waiting == nil {
-			c.waiting = map[string]*corev1.Pod{}
-		}
-		b.held[c.root] = c
-		for n := range c.nodes {
-			b.byNode[n] = c
-		}
-		return true, over, ""
-	}
-	if len(whys) == 0 {
-		whys = append(whys, "no domain to hold")
-	}
-	return false, nil, strings.Join(whys, "; ")
-}
-
-func (b *book) removeLocked(r *reservation) {
-	if b.held[r.root] != r {
-		return
-	}
-	delete(b.held, r.root)
-	for n := range r.nodes {
-		if b.byNode[n] == r {
-			delete(b.byNode, n)
-		}
-	}
-}
-
-// release ends root's reservation, returning it (nil when none).
-func (b *book) release(root groups.Key) *reservation {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r := b.held[root]
-	if r != nil {
-		b.removeLocked(r)
-	}
-	return r
-}
-
-func (b *book) get(root groups.Key) *reservation {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.held[root]
-}
-
-func (b *book) list() []*reservation {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]*reservation, 0, len(b.held))
-	for _, r := range b.held {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].outranks(out[j]) })
-	return out
-}
-
-// heldAny says whether any of nodes is held.
-func (b *book) heldAny(nodes sets.Set[string]) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for n := range nodes {
-		if b.byNode[n] != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// heldNodes counts the nodes held now.
-func (b *book) heldNodes() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.byNode)
-}
-
-// admits says whether pod, not a member of r's hierarchy, may use a node r
-// holds, and if not, why.
-func (r *reservation) admits(pod *corev1.Pod, now time.Time, backfill bool) (bool, string) {
-	prio := groups.PodPriority(pod)
-	if prio > r.priority {
-		return true, ""
-	}
-	if !backfill {
-		return false, fmt.Sprintf("node is reserved for %s (backfill is off)", r.root)
-	}
-	if prio < r.priority && r.preempts {
-		// The gang's own preemption evicts it when that makes the gang fit.
-		return true, ""
-	}
-	ads := runtimeBound(pod)
-	if ads <= 0 {
-		return false, fmt.Sprintf("node is reserved for %s; backfill needs a valid activeDeadlineSeconds", r.root)
-	}
-	if r.expected.IsZero() {
-		return false, fmt.Sprintf("node is reserved for %s, whose start time is unknown, so no runtime fits before it", r.root)
-	}
-	if now.Add(ads).After(r.expected) {
-		return false, fmt.Sprintf("node is reserved for %s, expected to start at %s; the pod's activeDeadlineSeconds ends after that", r.root, r.expected.UTC().Format(time.RFC3339))
-	}
-	return true, ""
-}
-
-// runtimeBound is the pod's declared runtime, 0 when missing or absurd.
-func runtimeBound(pod *corev1.Pod) time.Duration {
-	if pod.Spec.ActiveDeadlineSeconds == nil {
-		return 0
-	}
-	d := time.Duration(*pod.Spec.ActiveDeadlineSeconds) * time.Second
-	if d <= 0 || d > maxBackfillRuntime {
-		return 0
-	}
-	return d
-}
-
-// podEnd is when a running pod is expected to end: its start plus its
-// runtime bound; zero when unknown.
-func podEnd(pod *corev1.Pod) time.Time {
-	d := runtimeBound(pod)
-	if d == 0 || pod.Status.StartTime == nil {
-		return time.Time{}
-	}
-	return pod.Status.StartTime.Add(d)
-}
-
-// expectedFit estimates when short frees: pods (those running on the held
-// nodes, the gang's own excluded) end in order, preemptible ones
-// (evictable(pod)) at now. Zero when the known ends do not free it; now
-// when nothing is short.
-func expectedFit(now time.Time, short placement.Resources, pods []*corev1.Pod, evictable func(*corev1.Pod) bool) time.Time {
-	left := placement.Resources{}
-	for n, v := range short {
-		if v > 0 {
-			left[n] = v
-		}
-	}
-	if len(left) == 0 {
-		return now
-	}
-	type ending struct {
-		at  time.Time
-		pod *corev1.Pod
-	}
-	var ends []ending
-	for _, p := range pods {
-		at := podEnd(p)
-		if evictable(p) {
-			at = now
-		}
-		if at.IsZero() {
-			continue
-		}
-		if at.Before(now) {
-			at = now
-		}
-		ends = append(ends, ending{at, p})
-	}
-	sort.Slice(ends, func(i, j int) bool { return ends[i].at.Before(ends[j].at) })
-	for _, e := range ends {
-		for n, v := range planinput.Requests(e.pod) {
-			if _, ok := left[n]; ok {
-				left[n] -= v
-			}
-		}
-		if _, ok := left[corev1.ResourcePods]; ok {
-			left[corev1.ResourcePods]--
-		}
-		done := true
-		for _, v := range left {
-			if v > 0 {
-				done = false
-			}
-		}
-		if done {
-			return e.at
-		}
-	}
-	return time.Time{}
-}
-
-// podsOn lists the pods on nodes, from the snapshot, except skipped ones.
-func podsOn(infos []fwk.NodeInfo, nodes sets.Set[string], skip func(*corev1.Pod) bool) []*corev1.Pod {
-	var out []*corev1.Pod
-	for _, ni := range infos {
-		if !nodes.Has(ni.Node().Name) {
-			continue
-		}
-		for _, pi := range ni.GetPods() {
-			if p := pi.GetPod(); !skip(p) {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
-// reserver is the plugin's reservation state.
+// reserver is the plugin's reservation state: the book, and what it needs
+// to feed it.
 type reserver struct {
 	t     *Topology
-	args  ReservationArgs
-	book  *book
+	args  reservation.Args
+	book  *reservation.Book
 	nodes corelisters.NodeLister
 	start sync.Once
 	now   func() time.Time
 	// tick is the sweep's period.
 	tick time.Duration
-
-	mu sync.Mutex
-	// due: hierarchies whose plan failed before they waited long enough,
-	// with when they will have; the sweep activates them then, since
-	// nothing else may retry them.
-	due map[groups.Key]time.Time
 }
 
-func newReserver(t *Topology, args ReservationArgs, nodes corelisters.NodeLister) *reserver {
-	return &reserver{t: t, args: args, book: newBook(), nodes: nodes, now: time.Now, tick: time.Second, due: map[groups.Key]time.Time{}}
+func newReserver(t *Topology, args reservation.Args, nodes corelisters.NodeLister) *reserver {
+	return &reserver{t: t, args: args, book: reservation.NewBook(), nodes: nodes, now: time.Now, tick: time.Second}
 }
 
 // run starts the sweep once: on the first scheduling cycle, so only the
@@ -508,162 +73,32 @@ func (r *reserver) run(ctx context.Context) {
 	})
 }
 
-// afterFor is how long root must wait before a reservation: afterSeconds,
-// or the group's annotation when that is longer; negative: never.
+// afterFor is how long root must wait before a hold, from its annotations
+// (only Phalanx's own groups carry the annotation).
 func (r *reserver) afterFor(root groups.Key) time.Duration {
-	after := time.Duration(r.args.AfterSeconds) * time.Second
 	var ann map[string]string
-	if root.Dialect == groups.Phalanx && r.t.groups.PodGroups != nil {
-		switch root.Kind {
-		case groups.PodGroupKind:
+	if root.Dialect == groups.Phalanx {
+		switch {
+		case root.Kind == groups.PodGroupKind && r.t.groups.PodGroups != nil:
 			if pg, err := r.t.groups.PodGroups.PodGroups(root.Namespace).Get(root.Name); err == nil {
 				ann = pg.Annotations
 			}
-		case groups.CompositeKind:
-			if r.t.groups.CompositePodGroups != nil {
-				if cpg, err := r.t.groups.CompositePodGroups.CompositePodGroups(root.Namespace).Get(root.Name); err == nil {
-					ann = cpg.Annotations
-				}
+		case root.Kind == groups.CompositeKind && r.t.groups.CompositePodGroups != nil:
+			if cpg, err := r.t.groups.CompositePodGroups.CompositePodGroups(root.Namespace).Get(root.Name); err == nil {
+				ann = cpg.Annotations
 			}
 		}
 	}
-	if v, ok := ann[ReserveAfterAnnotation]; ok {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			// The annotation is the group owner's, the threshold the
-			// administrator's: a group may wait longer (or never hold),
-			// not take a domain sooner than every other gang.
-			if n < 0 || n > math.MaxInt64/int64(time.Second) {
-				return -1
-			}
-			return max(after, time.Duration(n)*time.Second)
-		}
-	}
-	return after
-}
-
-// waitedSince is when the hierarchy started waiting: the later of the
-// root's creation and its oldest pending member's. ok is false when
-// nothing is pending.
-func waitedSince(tree *groups.Tree) (since time.Time, rep *corev1.Pod, ok bool) {
-	var oldest *corev1.Pod
-	var walk func(*groups.Tree)
-	walk = func(tr *groups.Tree) {
-		for _, m := range tr.Members {
-			if m.State == groups.Pending && (oldest == nil || m.Pod.CreationTimestamp.Before(&oldest.CreationTimestamp)) {
-				oldest = m.Pod
-			}
-		}
-		for _, ch := range tr.Children {
-			walk(ch)
-		}
-	}
-	walk(tree)
-	if oldest == nil {
-		return time.Time{}, nil, false
-	}
-	since = oldest.CreationTimestamp.Time
-	if created := time.Unix(0, tree.Created); tree.Created != 0 && created.After(since) {
-		since = created
-	}
-	return since, oldest, true
+	return r.args.AfterFor(ann)
 }
 
 // wantsExplain says whether root's next plan should list its domains: it
 // has waited long enough to be reserved for and holds nothing yet, or
 // holds a domain whose numbers are refreshed.
 func (r *reserver) wantsExplain(tree *groups.Tree) bool {
-	if r.book.get(tree.Key) != nil {
-		return true
-	}
-	after := r.afterFor(tree.Key)
-	if after < 0 {
-		return false
-	}
-	since, _, ok := waitedSince(tree)
-	if !ok || r.now().Sub(since) < after {
-		return false
-	}
-	if until, ok := r.cooldownUntil(tree.Key); ok && r.now().Before(until) {
-		return false
-	}
-	return true
-}
-
-// eligibleAt is when tree will have waited long enough (or its cooldown
-// ended), if it ever will.
-func (r *reserver) eligibleAt(tree *groups.Tree) (time.Time, bool) {
-	after := r.afterFor(tree.Key)
-	if after < 0 {
-		return time.Time{}, false
-	}
-	since, _, ok := waitedSince(tree)
-	if !ok {
-		return time.Time{}, false
-	}
-	at := since.Add(after)
-	if until, ok := r.cooldownUntil(tree.Key); ok && until.After(at) {
-		at = until
-	}
-	return at, true
-}
-
-// setExpected records res's expected start; when it moved, the pods it
-// turned away are tried again.
-func (r *reserver) setExpected(res *reservation, at time.Time) {
-	r.book.mu.Lock()
-	moved := !res.expected.Equal(at)
-	res.expected = at
-	var waiting map[string]*corev1.Pod
-	if moved && len(res.waiting) > 0 {
-		waiting, res.waiting = res.waiting, map[string]*corev1.Pod{}
-	}
-	r.book.mu.Unlock()
-	if len(waiting) > 0 {
-		r.t.handle.Activate(klog.Background(), waiting)
-	}
-}
-
-// refresh recomputes the expected start of every hold from the pods the
-// informer has on its nodes.
-func (r *reserver) refresh(now time.Time) {
-	holds := r.book.list()
-	if len(holds) == 0 || r.t.podLister == nil {
-		return
-	}
-	pods, err := r.t.podLister.List(labels.Everything())
-	if err != nil {
-		return
-	}
-	for _, res := range holds {
-		r.book.mu.Lock()
-		members, short, prio, preempts := res.members, res.short, res.priority, res.preempts
-		r.book.mu.Unlock()
-		var on []*corev1.Pod
-		for _, p := range pods {
-			if res.nodes.Has(p.Spec.NodeName) && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && !members.Has(string(p.UID)) {
-				on = append(on, p)
-			}
-		}
-		at := expectedFit(now, short, on, func(p *corev1.Pod) bool { return preempts && groups.PodPriority(p) < prio })
-		r.setExpected(res, at)
-	}
-}
-
-func (r *reserver) cooldownUntil(k groups.Key) (time.Time, bool) {
-	r.book.mu.Lock()
-	defer r.book.mu.Unlock()
-	t, ok := r.book.cooldown[cooldownKeyOf(k)]
-	return t, ok
-}
-
-// coolUntil keeps k from holding again before until (or a later end it
-// already has).
-func (r *reserver) coolUntil(k groups.Key, until time.Time) {
-	r.book.mu.Lock()
-	defer r.book.mu.Unlock()
-	if cur, ok := r.book.cooldown[cooldownKeyOf(k)]; !ok || until.After(cur) {
-		r.book.cooldown[cooldownKeyOf(k)] = until
-	}
+	since, _, waiting := reservation.WaitedSince(tree)
+	ok, _ := r.book.Due(tree.Key, waiting, since, r.afterFor(tree.Key), r.now())
+	return ok
 }
 
 // consider runs after root's plan failed: it reserves a domain for a gang
@@ -672,25 +107,57 @@ func (r *reserver) consider(logger klog.Logger, tree *groups.Tree, inf *placemen
 	if inf.Invalid || inf.TopologyKey == "" {
 		return
 	}
-	if !r.wantsExplain(tree) {
-		if at, ok := r.eligibleAt(tree); ok {
-			r.mu.Lock()
-			r.due[tree.Key] = at
-			r.mu.Unlock()
+	now := r.now()
+	since, rep, waiting := reservation.WaitedSince(tree)
+	if ok, at := r.book.Due(tree.Key, waiting, since, r.afterFor(tree.Key), now); !ok {
+		if !at.IsZero() {
+			r.book.Remind(tree.Key, at)
 		}
 		return
 	}
-	_, rep, ok := waitedSince(tree)
-	if !ok {
+	if !waiting {
 		return
 	}
-	now := r.now()
-	member := hierarchyUIDs(tree)
-	skip := func(p *corev1.Pod) bool { return member.Has(string(p.UID)) }
-	prio := groups.PodPriority(rep)
-	preempts := groups.PodPolicy(rep) == corev1.PreemptLowerPriority
-	evictable := func(p *corev1.Pod) bool { return preempts && groups.PodPriority(p) < prio }
+	members := reservation.Members(tree)
+	gang := reservation.Gang{
+		Root: tree.Key, Priority: groups.PodPriority(rep),
+		Preempts: groups.PodPolicy(rep) == corev1.PreemptLowerPriority, Created: tree.Created,
+	}
+	choices, never := reservation.Choose(now, domainsOf(inf, infos, members, gang))
+	if held, activate, ok := r.book.Refresh(tree.Key, choices, members); ok {
+		r.activate(activate)
+		r.setHolding(held)
+		return
+	}
+	if _, holds := r.book.Get(tree.Key); holds {
+		// The held domain is no longer among the plan's: keep it as it is.
+		return
+	}
+	if len(choices) == 0 {
+		if len(never) > 0 {
+			r.t.status.Set(tree.Key, groupstatus.Condition(reservation.ConditionReserved, metav1.ConditionFalse, reservation.ReasonNeverFits,
+				fmt.Sprintf("no %s domain could ever hold the gang: %s", inf.TopologyKey, strings.Join(never, "; "))))
+		}
+		return
+	}
+	cand := reservation.Hold{Gang: gang, Key: inf.TopologyKey, Since: now, Members: members}
+	granted, ok, displaced, why := r.book.Offer(cand, choices, r.args.MaxNodes(len(infos)))
+	for _, d := range displaced {
+		r.ended(d)
+	}
+	if !ok {
+		r.t.status.Set(tree.Key, groupstatus.Condition(reservation.ConditionReserved, metav1.ConditionFalse, reservation.ReasonNotReserved, why))
+		return
+	}
+	logger.V(2).Info("Reserved a domain for a waiting gang", "group", tree.Key, "key", granted.Key, "domain", granted.Domain, "nodes", len(granted.Nodes), "expected", granted.Expected)
+	reservationsHeld.Set(float64(r.book.Len()))
+	r.setHolding(granted)
+}
 
+// domainsOf reads, for each domain the failed plan lists (closest first),
+// its nodes, what pods outside the hierarchy use and run there, and what
+// is free, from the snapshot.
+func domainsOf(inf *placement.Infeasible, infos []fwk.NodeInfo, members sets.Set[string], gang reservation.Gang) []reservation.Domain {
 	fits := inf.Domains
 	if len(fits) == 0 && inf.BestDomain != "" {
 		fits = []placement.DomainFit{{Domain: inf.BestDomain, Fits: inf.Fits, Need: inf.Need, Short: inf.Short}}
@@ -704,82 +171,77 @@ func (r *reserver) consider(logger klog.Logger, tree *groups.Tree, inf *placemen
 			byDomain[v].Insert(ni.Node().Name)
 		}
 	}
-	var choices []domainChoice
-	var never []string
+	out := make([]reservation.Domain, 0, len(fits))
 	for _, f := range fits {
-		nodes := byDomain[f.Domain]
-		if len(nodes) == 0 {
-			continue
-		}
-		used, free := domainUse(infos, nodes, skip)
-		if n, res, ok := exceeds(f.Short, used); ok {
-			never = append(never, fmt.Sprintf("%s short %d %s with every other pod gone", f.Domain, n, res))
-			continue
-		}
-		choices = append(choices, domainChoice{
-			domain: f.Domain, nodes: nodes, free: free, short: f.Short,
-			end: expectedFit(now, f.Short, podsOn(infos, nodes, skip), evictable),
-		})
-	}
-	if held := r.book.get(tree.Key); held != nil {
-		// Refresh the numbers of the held domain; a gang keeps its domain.
-		for _, ch := range choices {
-			if ch.domain == held.domain {
-				r.book.mu.Lock()
-				held.free, held.short, held.members = ch.free, ch.short, member
-				r.book.mu.Unlock()
-				r.setExpected(held, ch.end)
-				r.t.status.Set(tree.Key, r.holding(held))
-				return
+		d := reservation.Domain{Fit: f, Nodes: byDomain[f.Domain], Used: placement.Resources{}, Free: placement.Resources{}}
+		for _, ni := range infos {
+			if d.Nodes.Has(ni.Node().Name) {
+				addNode(&d, ni, members, gang)
 			}
 		}
-		return
-	}
-	if len(choices) == 0 {
-		if len(never) > 0 {
-			r.t.status.Set(tree.Key, groupstatus.Condition(ConditionReserved, metav1.ConditionFalse, ReasonNeverFits,
-				fmt.Sprintf("no %s domain could ever hold the gang: %s", inf.TopologyKey, strings.Join(never, "; "))))
+		for n, v := range d.Free {
+			if v <= 0 {
+				delete(d.Free, n)
+			}
 		}
-		return
+		out = append(out, d)
 	}
-	cand := &reservation{root: tree.Key, key: inf.TopologyKey, priority: prio, preempts: preempts, created: tree.Created, since: now, members: member}
-	maxNodes := len(infos) * int(r.args.MaxSharePercent) / 100
-	granted, displaced, why := r.book.offer(cand, choices, maxNodes)
-	for _, d := range displaced {
-		r.ended(d, ReasonTakenOver, fmt.Sprintf("%s=%s was taken over by %s (priority %d)", d.key, d.domain, cand.root, cand.priority))
-	}
-	if !granted {
-		r.t.status.Set(tree.Key, groupstatus.Condition(ConditionReserved, metav1.ConditionFalse, ReasonNotReserved, why))
-		return
-	}
-	logger.V(2).Info("Reserved a domain for a waiting gang", "group", tree.Key, "key", cand.key, "domain", cand.domain, "nodes", len(cand.nodes), "expected", cand.expected)
-	reservationsHeld.Set(float64(len(r.book.list())))
-	r.t.status.Set(tree.Key, r.holding(cand))
+	return out
 }
 
-func (r *reserver) holding(res *reservation) metav1.Condition {
-	r.book.mu.Lock()
-	msg := res.message()
-	r.book.mu.Unlock()
-	c := groupstatus.Condition(ConditionReserved, metav1.ConditionTrue, ReasonHolding, msg)
-	c.LastTransitionTime = metav1.NewTime(res.since)
-	return c
+// addNode adds node ni's free room and its pods outside the hierarchy to d.
+func addNode(d *reservation.Domain, ni fwk.NodeInfo, members sets.Set[string], gang reservation.Gang) {
+	alloc, req := ni.GetAllocatable(), ni.GetRequested()
+	d.Free[corev1.ResourceCPU] += alloc.GetMilliCPU() - req.GetMilliCPU()
+	d.Free[corev1.ResourceMemory] += alloc.GetMemory() - req.GetMemory()
+	for n, v := range alloc.GetScalarResources() {
+		d.Free[n] += v - req.GetScalarResources()[n]
+	}
+	d.Free[corev1.ResourcePods] += int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()))
+	for _, pi := range ni.GetPods() {
+		p := pi.GetPod()
+		if members.Has(string(p.UID)) {
+			continue
+		}
+		requests := planinput.Requests(p)
+		for n, v := range requests {
+			d.Used[n] += v
+		}
+		d.Used[corev1.ResourcePods]++
+		d.Running = append(d.Running, reservation.Running{End: reservation.PodEnd(p), Requests: requests, Evictable: gang.MayEvict(p)})
+	}
+}
+
+// setHolding writes h to its group: the Holding condition for people, the
+// record for a scheduler that takes over.
+func (r *reserver) setHolding(h reservation.Hold) {
+	c := groupstatus.Condition(reservation.ConditionReserved, metav1.ConditionTrue, reservation.ReasonHolding, h.Message())
+	c.LastTransitionTime = metav1.NewTime(h.Since)
+	r.t.status.Set(h.Root, c)
+	r.t.status.SetReservation(h.Root, apiRecord(h.Record()))
+}
+
+// setEnded writes a False Reserved condition, and the record the group's
+// status keeps instead of its hold (nil: none).
+func (r *reserver) setEnded(root groups.Key, reason, msg string, rec *reservation.Record) {
+	r.t.status.Set(root, groupstatus.Condition(reservation.ConditionReserved, metav1.ConditionFalse, reason, msg))
+	r.t.status.SetReservation(root, apiRecord(rec))
 }
 
 // ended tells the group its hold ended, and activates the pods it turned
 // away.
-func (r *reserver) ended(res *reservation, reason, msg string) {
-	reservationsEnded.WithLabelValues(reason).Inc()
-	reservationsHeld.Set(float64(len(r.book.list())))
-	if reason != ReasonGroupDeleted {
-		r.t.status.Set(res.root, groupstatus.Condition(ConditionReserved, metav1.ConditionFalse, reason, msg))
+func (r *reserver) ended(e reservation.Ended) {
+	reservationsEnded.WithLabelValues(e.Reason).Inc()
+	reservationsHeld.Set(float64(r.book.Len()))
+	if e.Reason != reservation.ReasonGroupDeleted {
+		r.setEnded(e.Root, e.Reason, e.Message, e.Record)
 	}
-	r.book.mu.Lock()
-	waiting := res.waiting
-	res.waiting = map[string]*corev1.Pod{}
-	r.book.mu.Unlock()
-	if len(waiting) > 0 {
-		r.t.handle.Activate(klog.Background(), waiting)
+	r.activate(e.Waiting)
+}
+
+func (r *reserver) activate(pods map[string]*corev1.Pod) {
+	if len(pods) > 0 {
+		r.t.handle.Activate(klog.Background(), pods)
 	}
 }
 
@@ -788,162 +250,94 @@ func (r *reserver) ended(res *reservation, reason, msg string) {
 // waited long enough.
 func (r *reserver) sweep() {
 	now := r.now()
-	defer r.refresh(now)
-	r.mu.Lock()
-	var retry []groups.Key
-	for k, at := range r.due {
-		if !now.Before(at) {
-			retry = append(retry, k)
-			delete(r.due, k)
-		}
-	}
-	r.mu.Unlock()
-	for _, k := range retry {
+	for _, k := range r.book.Reminders(now) {
 		pods := map[string]*corev1.Pod{}
 		for _, p := range r.t.groups.HierarchyMembersIn(k, groups.Pending) {
 			pods[p.Namespace+"/"+p.Name] = p
 		}
 		if len(pods) > 0 {
 			r.t.drop(k)
-			r.t.handle.Activate(klog.Background(), pods)
+			r.activate(pods)
 		}
 	}
-	for _, res := range r.book.list() {
-		if _, ok := r.t.groups.Get(res.root); !ok {
-			if r.book.release(res.root) != nil {
-				r.ended(res, ReasonGroupDeleted, "")
-			}
-			continue
-		}
-		if ok, _, _ := r.t.groups.Satisfied(res.root, groups.ByBound); ok {
-			if r.book.release(res.root) != nil {
-				r.ended(res, ReasonReleasedBound, fmt.Sprintf("the gang bound; %s=%s held for %s", res.key, res.domain, now.Sub(res.since).Round(time.Second)))
-			}
-			continue
-		}
-		hold := time.Duration(r.args.MaxHoldSeconds) * time.Second
-		if now.Sub(res.since) >= hold {
-			if r.book.release(res.root) != nil {
-				r.coolUntil(res.root, now.Add(hold))
-				r.ended(res, ReasonExpired, fmt.Sprintf("%s=%s was held for the maximum %s; no new hold before %s", res.key, res.domain, hold, now.Add(hold).UTC().Format(time.RFC3339)))
-			}
+	fates := map[groups.Key]reservation.Fate{}
+	for _, h := range r.book.List() {
+		if _, ok := r.t.groups.Get(h.Root); !ok {
+			fates[h.Root] = reservation.Gone
+		} else if ok, _, _ := r.t.groups.Satisfied(h.Root, groups.ByBound); ok {
+			fates[h.Root] = reservation.Bound
 		}
 	}
-	r.book.mu.Lock()
-	for k, until := range r.book.cooldown {
-		if now.After(until) {
-			delete(r.book.cooldown, k)
-		}
+	for _, e := range r.book.Sweep(now, r.args.MaxHold(), fates) {
+		r.ended(e)
 	}
-	r.book.mu.Unlock()
+	r.refresh(now)
 }
 
-// forget ends the hold of a deleted group. Its cooldown stays until it
-// ends, for a group created again under the same name.
-func (r *reserver) forget(k groups.Key) {
-	if res := r.book.release(k); res != nil {
-		r.ended(res, ReasonGroupDeleted, "")
+// refresh recomputes the expected start of every hold from the pods the
+// informer has on its nodes.
+func (r *reserver) refresh(now time.Time) {
+	holds := r.book.List()
+	if len(holds) == 0 || r.t.podLister == nil {
+		return
 	}
-	r.mu.Lock()
-	delete(r.due, k)
-	r.mu.Unlock()
+	pods, err := r.t.podLister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, h := range holds {
+		var on []reservation.Running
+		for _, p := range pods {
+			if h.Nodes.Has(p.Spec.NodeName) && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && !h.Members.Has(string(p.UID)) {
+				on = append(on, reservation.Running{End: reservation.PodEnd(p), Requests: planinput.Requests(p), Evictable: h.MayEvict(p)})
+			}
+		}
+		r.activate(r.book.Expect(h.Root, reservation.ExpectedFit(now, h.Short, on)))
+	}
+}
+
+// forget ends the hold of a deleted group.
+func (r *reserver) forget(k groups.Key) {
+	if e, ok := r.book.Forget(k); ok {
+		r.ended(e)
+	}
 }
 
 // filter refuses pod a node another hierarchy holds, unless it may backfill.
 func (r *reserver) filter(pod *corev1.Pod, root groups.Key, grouped bool, node string) *fwk.Status {
-	now := r.now()
-	r.book.mu.Lock()
-	defer r.book.mu.Unlock()
-	res := r.book.byNode[node]
-	if res == nil || (grouped && res.root == root) {
-		return nil
+	if ok, why := r.book.Admit(pod, root, grouped, node, r.now(), r.args.BackfillOn()); !ok {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
-	// Under the lock: the sweep moves expected.
-	ok, why := res.admits(pod, now, *r.args.Backfill)
-	if ok {
-		return nil
-	}
-	if res.waiting != nil {
-		res.waiting[pod.Namespace+"/"+pod.Name] = pod
-	}
-	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+	return nil
 }
 
 // closed lists, for a plan of root, the nodes other hierarchies hold that
 // rep may not use, with why.
 func (r *reserver) closed(root groups.Key, rep *corev1.Pod) map[string]string {
-	now := r.now()
-	out := map[string]string{}
-	r.book.mu.Lock()
-	defer r.book.mu.Unlock()
-	for _, res := range r.book.held {
-		if res.root == root {
-			continue
-		}
-		if ok, why := res.admits(rep, now, *r.args.Backfill); !ok {
-			for n := range res.nodes {
-				out[n] = why
-			}
-		}
+	return r.book.Closed(root, rep, r.now(), r.args.BackfillOn())
+}
+
+// apiRecord and recordOf translate the book's record to and from the
+// groups' status.reservation.
+func apiRecord(rec *reservation.Record) *v1alpha1.GroupReservation {
+	if rec == nil {
+		return nil
+	}
+	out := &v1alpha1.GroupReservation{TopologyKey: rec.Key, Domain: rec.Domain, Since: metav1.NewTime(rec.Since)}
+	if !rec.Expired.IsZero() {
+		t := metav1.NewTime(rec.Expired)
+		out.Expired = &t
 	}
 	return out
 }
 
-// domainUse sums, over nodes, what pods outside the hierarchy use and
-// what is free.
-func domainUse(infos []fwk.NodeInfo, nodes sets.Set[string], skip func(*corev1.Pod) bool) (used, free placement.Resources) {
-	used, free = placement.Resources{}, placement.Resources{}
-	for _, ni := range infos {
-		if !nodes.Has(ni.Node().Name) {
-			continue
-		}
-		alloc := ni.GetAllocatable()
-		free[corev1.ResourceCPU] += alloc.GetMilliCPU() - ni.GetRequested().GetMilliCPU()
-		free[corev1.ResourceMemory] += alloc.GetMemory() - ni.GetRequested().GetMemory()
-		for n, v := range alloc.GetScalarResources() {
-			free[n] += v - ni.GetRequested().GetScalarResources()[n]
-		}
-		free[corev1.ResourcePods] += int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()))
-		for _, pi := range ni.GetPods() {
-			if skip(pi.GetPod()) {
-				continue
-			}
-			for n, v := range planinput.Requests(pi.GetPod()) {
-				used[n] += v
-			}
-			used[corev1.ResourcePods]++
-		}
+func recordOf(g *v1alpha1.GroupReservation) *reservation.Record {
+	if g == nil {
+		return nil
 	}
-	for n, v := range free {
-		if v <= 0 {
-			delete(free, n)
-		}
+	rec := &reservation.Record{Key: g.TopologyKey, Domain: g.Domain, Since: g.Since.Time}
+	if g.Expired != nil {
+		rec.Expired = g.Expired.Time
 	}
-	return used, free
-}
-
-// exceeds reports a resource short beyond everything other pods use: the
-// domain could not hold the gang even empty.
-func exceeds(short, used placement.Resources) (int64, corev1.ResourceName, bool) {
-	for n, v := range short {
-		if v > used[n] {
-			return v - used[n], n, true
-		}
-	}
-	return 0, "", false
-}
-
-func hierarchyUIDs(tree *groups.Tree) sets.Set[string] {
-	out := sets.New[string]()
-	var walk func(*groups.Tree)
-	walk = func(tr *groups.Tree) {
-		for _, m := range tr.Members {
-			out.Insert(string(m.Pod.UID))
-		}
-		for _, ch := range tr.Children {
-			walk(ch)
-		}
-	}
-	walk(tree)
-	return out
+	return rec
 }

@@ -8,26 +8,30 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/reservation"
 )
 
 // restoreArgs: 4 racks of 2 nodes, so at most 4 nodes (two racks) may be
 // held at once.
-func restoreArgs() ReservationArgs {
-	return ReservationArgs{AfterSeconds: 60, MaxHoldSeconds: 900, MaxSharePercent: 50}
+func restoreArgs() reservation.Args {
+	return reservation.Args{AfterSeconds: 60, MaxHoldSeconds: 900, MaxSharePercent: 50}
 }
 
 // TestRestoredHoldsStayWithinTheShare: whoever may write a group's status
-// can write a Reserved condition naming any domain. A scheduler that
-// restarts never holds more for such conditions than maxSharePercent of the
+// can write a reservation record naming any domain. A scheduler that
+// restarts never holds more for such records than maxSharePercent of the
 // nodes, nor a domain the gang could not have been granted.
 func TestRestoredHoldsStayWithinTheShare(t *testing.T) {
 	type claim struct {
-		parent, group, key, msg string
-		created                 time.Duration // before the restart
+		parent, group, key string
+		// held is the record's key and domain.
+		heldKey, heldDomain string
+		created             time.Duration // before the restart
 	}
 	rackHold := func(group string, rack int) claim {
-		return claim{group: group, key: testRackKey, created: time.Hour,
-			msg: fmt.Sprintf("holds %s=rack-%d (2 nodes; free nothing; short 8 cpu; expected to fit at unknown)", testRackKey, rack)}
+		return claim{group: group, key: testRackKey, created: time.Hour, heldKey: testRackKey, heldDomain: fmt.Sprintf("rack-%d", rack)}
 	}
 	cases := []struct {
 		name    string
@@ -36,16 +40,14 @@ func TestRestoredHoldsStayWithinTheShare(t *testing.T) {
 		want    []string // exactly these nodes, when set
 	}{
 		{
-			name: "a hold naming a label every node carries, not the gang's topology key, is not restored",
-			claims: []claim{{group: "big", key: testRackKey, created: time.Hour,
-				msg: "holds " + testZoneKey + "=zone-0 (8 nodes; free nothing; short 8 cpu; expected to fit at unknown)"}},
-			want: []string{},
+			name:   "a hold naming a label every node carries, not the gang's topology key, is not restored",
+			claims: []claim{{group: "big", key: testRackKey, created: time.Hour, heldKey: testZoneKey, heldDomain: "zone-0"}},
+			want:   []string{},
 		},
 		{
-			name: "a hold of the gang's own key that spans every node and claims a huge share is not restored",
-			claims: []claim{{group: "big", key: testZoneKey, created: time.Hour,
-				msg: "holds " + testZoneKey + "=zone-0 (100000 nodes; free nothing; short 8 cpu; expected to fit at unknown)"}},
-			want: []string{},
+			name:   "a hold of the gang's own key that spans every node, more than the share, is not restored",
+			claims: []claim{{group: "big", key: testZoneKey, created: time.Hour, heldKey: testZoneKey, heldDomain: "zone-0"}},
+			want:   []string{},
 		},
 		{
 			name:    "holds that together exceed the share are restored only up to it, highest-ranked first",
@@ -54,12 +56,12 @@ func TestRestoredHoldsStayWithinTheShare(t *testing.T) {
 		},
 		{
 			name:   "a hold claimed on a child group, for which no hold is ever granted, is not restored",
-			claims: []claim{{parent: "team", group: "big", key: testRackKey, created: time.Hour, msg: rackHold("", 1).msg}},
+			claims: []claim{{parent: "team", group: "big", key: testRackKey, created: time.Hour, heldKey: testRackKey, heldDomain: "rack-1"}},
 			want:   []string{},
 		},
 		{
 			name:   "a hold of a gang that has not waited afterSeconds is not restored",
-			claims: []claim{{group: "big", key: testRackKey, created: 10 * time.Second, msg: rackHold("", 1).msg}},
+			claims: []claim{{group: "big", key: testRackKey, created: 10 * time.Second, heldKey: testRackKey, heldDomain: "rack-1"}},
 			want:   []string{},
 		},
 		{
@@ -74,7 +76,7 @@ func TestRestoredHoldsStayWithinTheShare(t *testing.T) {
 			for i, cl := range c.claims {
 				// Distinct creation times rank the gangs g0 first.
 				created := w.now.Add(-cl.created + time.Duration(i)*time.Second)
-				w.gangIn(cl.parent, cl.group, cl.key, created, nil, holding(cl.msg, w.now.Add(-time.Minute)))
+				w.gangIn(cl.parent, cl.group, cl.key, created, nil, holding(cl.heldKey, cl.heldDomain, w.now.Add(-time.Minute)))
 			}
 			w.restart()
 			got := w.refused()
@@ -112,8 +114,7 @@ func TestRestoredHoldsEndOnTime(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w := newResvWorld(t, 4, restoreArgs())
-			w.gang("big", testRackKey, w.now.Add(-48*time.Hour), nil,
-				holding("holds "+testRackKey+"=rack-1 (2 nodes; free nothing; short 8 cpu; expected to fit at unknown)", w.now.Add(c.since)))
+			w.gang("big", testRackKey, w.now.Add(-48*time.Hour), nil, holding(testRackKey, "rack-1", w.now.Add(c.since)))
 			w.restart()
 			if c.left == 0 {
 				assert.Empty(t, w.refused(), "held right after the restart")
@@ -138,8 +139,7 @@ func TestRestoredExpiryKeepsTheGangFromHoldingAgain(t *testing.T) {
 	const hold = 900 * time.Second
 	w := newResvWorld(t, 4, restoreArgs())
 	// Began 1000s ago: ended 100s ago, may hold again in 800s.
-	big := w.gang("big", testRackKey, w.now.Add(-48*time.Hour), nil,
-		holding("holds "+testRackKey+"=rack-1 (2 nodes; free nothing; short 8 cpu; expected to fit at unknown)", w.now.Add(-1000*time.Second)))
+	big := w.gang("big", testRackKey, w.now.Add(-48*time.Hour), nil, holding(testRackKey, "rack-1", w.now.Add(-1000*time.Second)))
 	w.restart()
 	require.Empty(t, w.refused())
 	w.planFails(big)
@@ -149,37 +149,57 @@ func TestRestoredExpiryKeepsTheGangFromHoldingAgain(t *testing.T) {
 	assert.Len(t, w.refused(), 2, "not held once the cooldown passed")
 }
 
-// TestRestoreIgnoresWhatDoesNotParse: a Reserved condition the scheduler
-// cannot read as a hold holds nothing, and does not keep the gang from a
-// hold of its own.
+// TestRestoreIgnoresWhatDoesNotParse: a group status the scheduler cannot
+// read as a hold holds nothing, and does not keep the gang from a hold of
+// its own. Only the record is read: a Holding condition without one (as
+// an earlier version of the scheduler wrote) restores nothing.
 func TestRestoreIgnoresWhatDoesNotParse(t *testing.T) {
-	valid := "holds " + testRackKey + "=rack-1 (2 nodes; free nothing; short 8 cpu; expected to fit at unknown)"
-	// Every condition below but the one without a start began a minute
+	// Every record below but the one without a start began a minute
 	// before the restart.
 	cases := []struct {
 		name string
-		cond func(c *metav1.Condition)
+		st   func(st *v1alpha1.PodGroupStatus)
 	}{
-		{name: "a message that is not a hold", cond: func(c *metav1.Condition) { c.Message = "garbage" }},
-		{name: "an empty message", cond: func(c *metav1.Condition) { c.Message = "" }},
-		{name: "a hold without a domain", cond: func(c *metav1.Condition) { c.Message = "holds " + testRackKey + "= (2 nodes)" }},
-		{name: "a hold without a key", cond: func(c *metav1.Condition) { c.Message = "holds =rack-1 (2 nodes)" }},
-		{name: "a hold of a domain no node is in", cond: func(c *metav1.Condition) { c.Message = "holds " + testRackKey + "=rack-9 (2 nodes)" }},
-		{name: "a hold with another reason", cond: func(c *metav1.Condition) { c.Reason = "Elsewhere" }},
-		{name: "a hold without a start", cond: func(c *metav1.Condition) { c.LastTransitionTime = metav1.Time{} }},
-		{name: "a hold whose status is Unknown", cond: func(c *metav1.Condition) { c.Status = metav1.ConditionUnknown }},
+		{name: "a Holding condition without a record", st: func(st *v1alpha1.PodGroupStatus) { st.Reservation = nil }},
+		{name: "a condition that is no hold, without a record", st: func(st *v1alpha1.PodGroupStatus) {
+			st.Reservation, st.Conditions[0].Message = nil, "garbage"
+		}},
+		{name: "a record without a domain", st: func(st *v1alpha1.PodGroupStatus) { st.Reservation.Domain = "" }},
+		{name: "a record without a key", st: func(st *v1alpha1.PodGroupStatus) { st.Reservation.TopologyKey = "" }},
+		{name: "a record of a domain no node is in", st: func(st *v1alpha1.PodGroupStatus) { st.Reservation.Domain = "rack-9" }},
+		{name: "a record without a start", st: func(st *v1alpha1.PodGroupStatus) { st.Reservation.Since = metav1.Time{} }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w := newResvWorld(t, 4, restoreArgs())
-			cond := holding(valid, w.now.Add(-time.Minute))
-			c.cond(&cond)
-			big := w.gang("big", testRackKey, w.now.Add(-time.Hour), nil, cond)
+			st := holding(testRackKey, "rack-1", w.now.Add(-time.Minute))
+			c.st(&st)
+			big := w.gang("big", testRackKey, w.now.Add(-time.Hour), nil, st)
 			w.restart()
-			assert.Empty(t, w.refused(), "held for an unreadable condition")
+			assert.Empty(t, w.refused(), "held for an unreadable status")
 			w.after(time.Second)
 			w.planFails(big)
 			assert.Len(t, w.refused(), 2, "the gang's own hold, granted as usual")
 		})
 	}
+}
+
+// TestRestoredExpiryRecordKeepsTheGangWaiting: the record of a hold that
+// expired before the restart keeps its gang from holding again until
+// maxHoldSeconds after the expiry, as the scheduler that saw it expire
+// would have.
+func TestRestoredExpiryRecordKeepsTheGangWaiting(t *testing.T) {
+	const hold = 900 * time.Second
+	w := newResvWorld(t, 4, restoreArgs())
+	st := holding(testRackKey, "rack-1", w.now.Add(-1000*time.Second))
+	expired := metav1.NewTime(w.now.Add(-100 * time.Second))
+	st.Reservation.Expired = &expired
+	big := w.gang("big", testRackKey, w.now.Add(-48*time.Hour), nil, st)
+	w.restart()
+	require.Empty(t, w.refused(), "an expired hold restored")
+	w.planFails(big)
+	assert.Empty(t, w.refused(), "held again before maxHoldSeconds passed since the expiry")
+	w.after(hold - 100*time.Second)
+	w.planFails(big)
+	assert.Len(t, w.refused(), 2, "not held once the cooldown passed")
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/reservation"
 )
 
 // The labels of the test cluster's nodes: every node is in zone-0, and
@@ -45,7 +46,7 @@ type resvWorld struct {
 	t     *testing.T
 	ctx   context.Context
 	now   time.Time
-	args  ReservationArgs
+	args  reservation.Args
 	fed   *groups.Fed
 	pgs   toolscache.Indexer
 	nodes corelisters.NodeLister
@@ -61,9 +62,9 @@ type madeGang struct {
 	pods []*corev1.Pod
 }
 
-func newResvWorld(t *testing.T, racks int, args ReservationArgs) *resvWorld {
+func newResvWorld(t *testing.T, racks int, args reservation.Args) *resvWorld {
 	t.Helper()
-	require.NoError(t, args.defaults())
+	require.NoError(t, args.Default())
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	w := &resvWorld{
@@ -115,15 +116,15 @@ func (w *resvWorld) restart() {
 }
 
 // gang creates PodGroup name (minimum 2, topology key key) with two
-// pending 4-cpu members, all created at created.
-func (w *resvWorld) gang(name, key string, created time.Time, annotations map[string]string, conds ...metav1.Condition) groups.Key {
+// pending 4-cpu members, all created at created, and status st.
+func (w *resvWorld) gang(name, key string, created time.Time, annotations map[string]string, st ...v1alpha1.PodGroupStatus) groups.Key {
 	w.t.Helper()
-	return w.gangIn("", name, key, created, annotations, conds...)
+	return w.gangIn("", name, key, created, annotations, st...)
 }
 
 // gangIn is gang as a child of CompositePodGroup parent ("": none), which
 // it creates (a gang of one child) when it does not exist yet.
-func (w *resvWorld) gangIn(parent, name, key string, created time.Time, annotations map[string]string, conds ...metav1.Condition) groups.Key {
+func (w *resvWorld) gangIn(parent, name, key string, created time.Time, annotations map[string]string, st ...v1alpha1.PodGroupStatus) groups.Key {
 	w.t.Helper()
 	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "ns", Name: name, UID: types.UID(fmt.Sprintf("%s-%d", name, created.UnixNano())),
@@ -139,7 +140,9 @@ func (w *resvWorld) gangIn(parent, name, key string, created time.Time, annotati
 	}
 	pg.Spec.SchedulingPolicy.Gang = &v1alpha1.GangSchedulingPolicy{MinCount: 2}
 	pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{Topology: []v1alpha1.TopologyConstraint{{Key: key}}}
-	pg.Status.Conditions = conds
+	for _, s := range st {
+		pg.Status = s
+	}
 	require.NoError(w.t, w.pgs.Add(pg))
 	w.fed.OnPodGroup(pg)
 	made := madeGang{pg: pg}
@@ -202,7 +205,19 @@ func (w *resvWorld) refused() []string {
 	return out
 }
 
-// holding is a Reserved condition as a tenant could write it.
-func holding(msg string, since time.Time) metav1.Condition {
-	return metav1.Condition{Type: ConditionReserved, Status: metav1.ConditionTrue, Reason: ReasonHolding, Message: msg, LastTransitionTime: metav1.NewTime(since)}
+// holding is a group's status as the scheduler writes it while it holds
+// key=domain since since, and as anyone allowed to update the status can
+// write it.
+func holding(key, domain string, since time.Time) v1alpha1.PodGroupStatus {
+	return v1alpha1.PodGroupStatus{
+		Conditions: []metav1.Condition{{
+			Type: reservation.ConditionReserved, Status: metav1.ConditionTrue, Reason: reservation.ReasonHolding, LastTransitionTime: metav1.NewTime(since),
+			Message: fmt.Sprintf("holds %s=%s (2 nodes; free nothing; short 8 cpu; expected to fit at unknown)", key, domain),
+		}},
+		Reservation: &v1alpha1.GroupReservation{TopologyKey: key, Domain: domain, Since: metav1.NewTime(since)},
+	}
+}
+
+func podWith(prio int32, ads *int64) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: corev1.PodSpec{Priority: &prio, ActiveDeadlineSeconds: ads}}
 }

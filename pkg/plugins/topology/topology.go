@@ -38,6 +38,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
+	"github.com/phalanx-sched/phalanx/pkg/reservation"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -57,8 +58,8 @@ type Args struct {
 	// PlanTTLSeconds bounds how long a plan is trusted. Default 30.
 	PlanTTLSeconds int64 `json:"planTTLSeconds,omitempty"`
 	// Reservation holds a domain for a gang that waited too long, with
-	// backfill (reservation.go). Absent: off.
-	Reservation *ReservationArgs `json:"reservation,omitempty"`
+	// backfill (pkg/reservation). Absent: off.
+	Reservation *reservation.Args `json:"reservation,omitempty"`
 }
 
 // DecodeArgs reads and validates the args, applying defaults.
@@ -87,8 +88,8 @@ func DecodeArgs(obj runtime.Object) (Args, placement.Options, error) {
 		return args, opts, fmt.Errorf("%s args: planTTLSeconds=%d is out of range: use 1 to 600", Name, args.PlanTTLSeconds)
 	}
 	if args.Reservation != nil {
-		if err := args.Reservation.defaults(); err != nil {
-			return args, opts, err
+		if err := args.Reservation.Default(); err != nil {
+			return args, opts, fmt.Errorf("%s args: %w", Name, err)
 		}
 	}
 	return args, opts, nil
@@ -267,7 +268,7 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 	}
 	v := t.groups.ViewFor(state, pod)
 	if !v.Resolved() {
-		if t.resv != nil && t.resv.book.heldNodes() > 0 {
+		if t.resv != nil && t.resv.book.HeldNodes() > 0 {
 			// Filter must run for plain pods: held nodes.
 			return nil, nil
 		}
@@ -362,7 +363,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	cons := t.constraints(ctx, root, infos)
 	opts := t.opts
 	if t.resv != nil {
-		if t.resv.book.heldNodes() > 0 {
+		if t.resv.book.HeldNodes() > 0 {
 			cons.Closed = func(rep *corev1.Pod) map[string]string { return t.resv.closed(root, rep) }
 		}
 		if t.resv.wantsExplain(tree) {
