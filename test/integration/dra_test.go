@@ -24,6 +24,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 	"github.com/phalanx-sched/phalanx/pkg/sandbox"
 )
 
@@ -407,6 +408,49 @@ spec:
 		assert.Regexp(t, `nvl-b\s+`+regexp.QuoteMeta(xpu)+`\s+8/8`, text)
 		assert.Contains(t, text, "1 device of class "+xpu, "the SHORT column names the class")
 		assert.Empty(t, countPrefix(boundPods(t, c, ns), "wide-"))
+	})
+
+	// Last: it restarts the scheduler.
+	t.Run("a claim left allocated for a group deleted while no scheduler ran is freed by the next scheduler", func(t *testing.T) {
+		const driver = "orphan.phalanx.dev"
+		node := nodeList[0]
+		require.NoError(t, sandbox.PublishDevices(ctx, c.Client, []*corev1.Node{node}, sandbox.Devices{Driver: driver, PerNode: 1}))
+		claims := c.Client.ResourceV1().ResourceClaims(ns)
+		// What a scheduler leaves behind when it allocated a shared claim
+		// for a group and stopped before freeing it, the group deleted
+		// meanwhile.
+		claim, err := claims.Create(ctx, &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "orphan", Finalizers: []string{resourceapi.Finalizer},
+				Annotations: map[string]string{topology.AllocatedForAnnotation: "PodGroup " + ns + "/deleted-while-down"}},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "dev", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: driver},
+			}}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		claim.Status.Allocation = &resourceapi.AllocationResult{
+			Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+				Request: "dev", Driver: driver, Pool: node.Name, Device: "dev-0",
+			}}},
+			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+				Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node.Name},
+			}}}}},
+			AllocationTimestamp: ptr.To(metav1.Now()),
+		}
+		_, err = claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+		require.NoError(t, err)
+
+		require.NoError(t, c.RestartScheduler(nil))
+		// The sweep runs on the scheduler's first cycle.
+		createPods(t, c, ns, member{name: "after-restart", cpu: "100m"})
+		waitBound(t, c, ns, "after-restart", 1)
+		eventually(t, 30*time.Second, "the orphaned claim freed", func() (bool, error) {
+			got, err := claims.Get(ctx, "orphan", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return got.Status.Allocation == nil && got.Annotations[topology.AllocatedForAnnotation] == "" &&
+				!slices.Contains(got.Finalizers, resourceapi.Finalizer), nil
+		})
 	})
 }
 

@@ -176,6 +176,45 @@ func (t *Topology) releaseGone(ctx context.Context, root groups.Key) {
 	}
 }
 
+// releaseOrphans runs once, on the first cycle of the scheduler that
+// schedules. What Phalanx allocated for a group is freed when the group
+// goes, by the scheduler that sees it go; a group deleted while no Phalanx
+// scheduler ran (a crash, a failover, an upgrade) would leave its unused
+// claims allocated, their devices lost to every pod, for as long as the
+// claims exist. A claim marked for a group the cache does not know, that no
+// pod has reserved, is freed; one whose group exists arms the release of
+// the group's unused claims, which this scheduler did not allocate.
+func (t *Topology) releaseOrphans(ctx context.Context) {
+	dm := t.handle.SharedDRAManager()
+	if dm == nil {
+		return
+	}
+	claims, err := dm.ResourceClaims().List()
+	if err != nil {
+		return
+	}
+	var live map[string]bool
+	for _, c := range claims {
+		group := c.Annotations[AllocatedForAnnotation]
+		if group == "" {
+			continue
+		}
+		t.allocatedShared.Store(true)
+		if live == nil {
+			live = map[string]bool{}
+			for _, e := range t.groups.Entries() {
+				// A label gang has no object: it lives while its pods do.
+				if e.Exists || e.Key.Kind == groups.LabelKind {
+					live[e.Key.String()] = true
+				}
+			}
+		}
+		if !live[group] {
+			t.release(ctx, c, group)
+		}
+	}
+}
+
 func (t *Topology) release(ctx context.Context, claim *resourceapi.ResourceClaim, group string) {
 	if claim.Annotations[AllocatedForAnnotation] != group || claim.Status.Allocation == nil || len(claim.Status.ReservedFor) > 0 {
 		return

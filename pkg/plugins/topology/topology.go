@@ -153,6 +153,9 @@ type Topology struct {
 	// allocatedShared is set once this plugin allocated a shared claim
 	// (shared.go): until then no claim needs freeing.
 	allocatedShared atomic.Bool
+	// orphans frees, once, what was allocated for groups deleted while
+	// no Phalanx scheduler ran.
+	orphans sync.Once
 
 	mu    sync.Mutex
 	plans map[groups.Key]*plan
@@ -266,6 +269,7 @@ func (t *Topology) PreFilter(ctx context.Context, state fwk.CycleState, pod *cor
 	if t.resv != nil {
 		t.resv.run(t.runCtx)
 	}
+	t.orphans.Do(func() { go t.releaseOrphans(t.runCtx) })
 	v := t.groups.ViewFor(state, pod)
 	if !v.Resolved() {
 		if t.resv != nil && t.resv.book.HeldNodes() > 0 {
