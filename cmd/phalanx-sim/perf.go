@@ -32,7 +32,7 @@ func upstreamPerfCommand(args []string) error {
 	fs := flag.NewFlagSet("upstream-perf", flag.ExitOnError)
 	labelFilter := fs.String("labels", schedperf.IntegrationFilter, "upstream's label filter: labels a workload must have, or (with -) must not have; \"performance\" selects the 5,000-node workloads")
 	workloads := fs.String("workloads", "", "comma-separated workload name substrings, e.g. GangScheduling/10Nodes (default: every workload the label filter passes)")
-	dirs := fs.String("configs", strings.Join(schedperf.Acceptance, ","), "scheduler_perf directories whose "+schedperf.ConfigFile+" to read")
+	dirs := fs.String("configs", strings.Join(schedperf.Default, ","), "scheduler_perf directories whose "+schedperf.ConfigFile+" to read")
 	perfDir := fs.String("dir", "", "scheduler_perf's directory (default: test/integration/scheduler_perf of the k8s.io/kubernetes module in go.mod)")
 	armsFlag := fs.String("arms", "phalanx,upstream", "arms to run: phalanx, upstream, phalanx-proc")
 	repeat := fs.Int("repeat", 1, "run every workload N times, interleaving the arms")

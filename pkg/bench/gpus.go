@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -139,9 +140,10 @@ func waitForClaims(ctx context.Context, client kubernetes.Interface, ns string, 
 }
 
 // claimAllocator is the bind ceiling's part of a DRA binding: before a pod
-// is bound, its claim is allocated the devices the plan gives it and
-// reserved for the pod, in one status write, as the DynamicResources
-// plugin writes it in PreBind. It finds each pod's claim through an
+// is bound, its claim gets the delete-protection finalizer, then is
+// allocated the devices the plan gives it and reserved for the pod in one
+// status write: the two writes the DynamicResources plugin makes in
+// PreBind. It finds each pod's claim through an
 // informer (the claim's controller owner is its pod), since in a live run
 // the claim is made after the pod.
 type claimAllocator struct {
@@ -217,6 +219,17 @@ func (a *claimAllocator) allocate(ctx context.Context, pod, node string) error {
 		}
 	}
 	owner := metav1.GetControllerOf(claim)
+	// An allocated claim carries the delete-protection finalizer, so that
+	// it is not deleted before its devices are freed; the finalizer is
+	// metadata, the allocation status, so a binding needs both writes.
+	if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
+		claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+		updated, err := a.client.ResourceV1().ResourceClaims(a.ns).Update(ctx, claim, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+		claim = updated
+	}
 	var results []resourceapi.DeviceRequestAllocationResult
 	for k := range a.perPod {
 		results = append(results, resourceapi.DeviceRequestAllocationResult{
@@ -242,7 +255,7 @@ func checkDevices(ctx context.Context, client kubernetes.Interface, ns string, p
 	if err != nil {
 		return fmt.Errorf("list claims for the placement check: %w", err)
 	}
-	slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	sl, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list slices for the placement check: %w", err)
 	}
@@ -250,9 +263,9 @@ func checkDevices(ctx context.Context, client kubernetes.Interface, ns string, p
 	for i := range claims.Items {
 		cp[i] = &claims.Items[i]
 	}
-	sp := make([]*resourceapi.ResourceSlice, len(slices.Items))
-	for i := range slices.Items {
-		sp[i] = &slices.Items[i]
+	sp := make([]*resourceapi.ResourceSlice, len(sl.Items))
+	for i := range sl.Items {
+		sp[i] = &sl.Items[i]
 	}
 	report.CheckDevices(v, pods, cp, sp)
 	return nil

@@ -298,7 +298,10 @@ func podDevicesWrong(p *corev1.Pod, claims map[string]*resourceapi.ResourceClaim
 		}
 		reserved := false
 		for _, r := range c.Status.ReservedFor {
-			if r.UID == p.UID {
+			// A claim of a PodGroup is reserved for the group.
+			group := p.Spec.SchedulingGroup != nil && p.Spec.SchedulingGroup.PodGroupName != nil &&
+				r.Resource == "podgroups" && r.Name == *p.Spec.SchedulingGroup.PodGroupName
+			if r.UID == p.UID || group {
 				reserved = true
 			}
 		}
