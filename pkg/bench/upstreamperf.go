@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,7 +153,7 @@ func (h *Harness) runPerf(ctx context.Context, e *schedperf.Expanded, arm Arm, r
 		// Upstream's runner runs the resourceclaim controller beside the
 		// scheduler, and the API server with the workload's gates.
 		cl, err = sandbox.Start(ctx, sandbox.Options{SchedulerConfig: phalanxCfg, DisableAdmission: []string{"Priority"},
-			ClaimController: true, ExtraGates: workloadExtraGates(e.Gates)})
+			ClaimController: true, ExtraGates: workloadExtraGates(e.Gates), ExtraAPIs: workloadAPIs(e.Gates)})
 		if err == nil || ctx.Err() != nil {
 			break
 		}
@@ -299,7 +300,9 @@ func (h *Harness) startPerfArm(ctx context.Context, cl *sandbox.Cluster, e *sche
 		if arm == ArmPhalanxProcess {
 			pg := PhalanxProcessGates()
 			for k, v := range workloadExtraGates(e.Gates) {
-				pg[k] = v
+				if _, off := pg[k]; !off {
+					pg[k] = v
+				}
 			}
 			binary, base, gates = h.phalanxScheduler, phalanxCfg, gateString(pg)
 			if h.opts.PhalanxGates != "" {
@@ -647,7 +650,15 @@ func (r *replay) check(ctx context.Context) error {
 		}
 		groups = append(groups, g)
 	}
-	r.res.Verdict = report.Check(groups, nodes, pods)
+	classes, err := r.cl.Client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list device classes for the placement check: %w", err)
+	}
+	cp := make([]*resourceapi.DeviceClass, len(classes.Items))
+	for i := range classes.Items {
+		cp[i] = &classes.Items[i]
+	}
+	r.res.Verdict = report.CheckWithDevices(groups, nodes, pods, report.DeviceBackedResources(cp))
 	if err := checkPerfDevices(ctx, r.cl, pods, &r.res.Verdict); err != nil {
 		return err
 	}

@@ -49,6 +49,16 @@ func workloadExtraGates(gates map[string]bool) map[string]bool {
 	return out
 }
 
+// workloadAPIs are the API versions a workload's objects may be written
+// in beyond the defaults: upstream's runner serves every resource.k8s.io
+// version under DRA (some of its templates are v1beta2).
+func workloadAPIs(gates map[string]bool) []string {
+	if !gates["DynamicResourceAllocation"] {
+		return nil
+	}
+	return []string{"resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3"}
+}
+
 // createAnyRetry bounds how long createAny retries an object the API
 // server refuses, as upstream's runner does for kinds not served yet.
 const createAnyRetry = 20 * time.Second

@@ -13,7 +13,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -71,6 +70,9 @@ type Options struct {
 	// process-wide): for example an alpha DRA gate a workload needs. Stop
 	// puts them back as they were.
 	ExtraGates map[string]bool
+	// ExtraAPIs are group/versions the API server serves besides its
+	// defaults, e.g. resource.k8s.io/v1beta2 for objects written in it.
+	ExtraAPIs []string
 	// NoUpstreamWorkloadAPI keeps scheduling.k8s.io/v1beta1 workload
 	// feature gates at their defaults (off).
 	NoUpstreamWorkloadAPI bool
@@ -174,7 +176,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if authz == "" {
 		authz = "RBAC"
 	}
-	api, err := startAPIServer(ctx, c.Dir, etcdURL, gates, authz, opts.DisableAdmission)
+	var apis []string
+	for _, gv := range opts.ExtraAPIs {
+		apis = append(apis, gv+"=true")
+	}
+	api, err := startAPIServer(ctx, c.Dir, etcdURL, gates, authz, opts.DisableAdmission, apis)
 	if err != nil {
 		return c, err
 	}
@@ -409,10 +415,6 @@ func writeKubeconfig(cfg *restclient.Config, path string, diag *debugapi.Endpoin
 // knownGate reports whether gate is registered; Enabled panics on one
 // that is not.
 func knownGate(gate string) bool {
-	for _, f := range utilfeature.DefaultFeatureGate.KnownFeatures() {
-		if name, _, _ := strings.Cut(f, "="); name == gate {
-			return true
-		}
-	}
-	return false
+	_, ok := utilfeature.DefaultMutableFeatureGate.GetAll()[featuregate.Feature(gate)]
+	return ok
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -77,4 +78,24 @@ func TestCheckDevices(t *testing.T) {
 		}, slices)
 		assert.Equal(t, 3, v.DeviceViolations, "%v", v.Problems)
 	})
+}
+
+// An extended resource a DeviceClass serves is allocated as a claim on a
+// node that does not advertise it, and is not counted against the node;
+// on a node that advertises it, it is.
+func TestCheckWithDeviceBackedResources(t *testing.T) {
+	gpu := corev1.ResourceName("example.com/gpu")
+	name := string(gpu)
+	classes := []*resourceapi.DeviceClass{{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourceapi.DeviceClassSpec{ExtendedResourceName: &name}}}
+	backed := DeviceBackedResources(classes)
+	assert.True(t, backed[gpu])
+	assert.True(t, backed["deviceclass.resource.kubernetes.io/gpu"], "the implicit name of every class")
+
+	p := pod("p", "n1", "100m")
+	p.Spec.Containers[0].Resources.Requests[gpu] = resource.MustParse("2")
+	n1 := node("n1", "")
+	assert.Equal(t, 1, Check(nil, []*corev1.Node{n1}, []*corev1.Pod{p}).OvercommittedNodes, "without classes, a request the node lacks overcommits it")
+	assert.Zero(t, CheckWithDevices(nil, []*corev1.Node{n1}, []*corev1.Pod{p}, backed).OvercommittedNodes, "served by devices")
+	n1.Status.Allocatable[gpu] = resource.MustParse("1")
+	assert.Equal(t, 1, CheckWithDevices(nil, []*corev1.Node{n1}, []*corev1.Pod{p}, backed).OvercommittedNodes, "the node's own extended resource is counted")
 }

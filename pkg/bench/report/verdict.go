@@ -76,6 +76,28 @@ func (v *Verdict) problem(format string, args ...interface{}) {
 // ones) on nodes, against the case's groups. Pods not named by any group
 // are plain pods and only count toward capacity.
 func Check(groups []Group, nodes []*corev1.Node, pods []*corev1.Pod) Verdict {
+	return CheckWithDevices(groups, nodes, pods, nil)
+}
+
+// DeviceBackedResources are the extended resource names DRA serves with
+// devices of classes: each class's explicit extendedResourceName and its
+// implicit deviceclass.resource.kubernetes.io/<class> name.
+func DeviceBackedResources(classes []*resourceapi.DeviceClass) map[corev1.ResourceName]bool {
+	out := map[corev1.ResourceName]bool{}
+	for _, c := range classes {
+		out[corev1.ResourceName(resourceapi.ResourceDeviceClassPrefix+c.Name)] = true
+		if c.Spec.ExtendedResourceName != nil {
+			out[corev1.ResourceName(*c.Spec.ExtendedResourceName)] = true
+		}
+	}
+	return out
+}
+
+// CheckWithDevices is Check on a cluster where the extended resources in
+// deviceBacked are served by DRA devices on nodes that do not advertise
+// them: there a pod's request for one is allocated as a claim, which
+// CheckDevices judges, and it is not counted against the node.
+func CheckWithDevices(groups []Group, nodes []*corev1.Node, pods []*corev1.Pod, deviceBacked map[corev1.ResourceName]bool) Verdict {
 	v := Verdict{Pods: len(pods), Groups: len(groups)}
 	byName := make(map[string]*corev1.Pod, len(pods))
 	for _, p := range pods {
@@ -176,7 +198,11 @@ func Check(groups []Group, nodes []*corev1.Node, pods []*corev1.Pod) Verdict {
 		alloc := nodeByName[name].Status.Allocatable
 		var over []string
 		for res, q := range used[name] {
-			if a, ok := alloc[res]; !ok || q.Cmp(a) > 0 {
+			a, ok := alloc[res]
+			if !ok && deviceBacked[res] {
+				continue
+			}
+			if !ok || q.Cmp(a) > 0 {
 				over = append(over, fmt.Sprintf("%s %s > %s", res, q.String(), a.String()))
 			}
 		}
