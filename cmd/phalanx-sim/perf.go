@@ -92,7 +92,11 @@ func upstreamPerfCommand(args []string) error {
 			if err != nil {
 				return err
 			}
-			fmt.Printf("%s\t[%s]\t%d nodes, %d measured pods\n", s.Name(), strings.Join(s.Labels(), ","), e.NodeCount(), e.MeasuredPods())
+			measured := fmt.Sprintf("%d measured pods", e.MeasuredPods())
+			if d := e.SteadyState(); d > 0 {
+				measured = fmt.Sprintf("pods in a steady state for %v", d)
+			}
+			fmt.Printf("%s\t[%s]\t%d nodes, %s\n", s.Name(), strings.Join(s.Labels(), ","), e.NodeCount(), measured)
 		}
 		return nil
 	}

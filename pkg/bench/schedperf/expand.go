@@ -79,6 +79,17 @@ func (e *Expanded) MeasuredPods() int {
 	return n
 }
 
+// SteadyState is how long the measured operation keeps its pods in a
+// steady state (0 when it does not).
+func (e *Expanded) SteadyState() time.Duration {
+	for _, s := range e.Steps {
+		if s.CollectMetrics && s.SteadyState {
+			return s.Duration
+		}
+	}
+	return 0
+}
+
 // NodeCount counts the nodes the workload creates.
 func (e *Expanded) NodeCount() int {
 	n := 0
