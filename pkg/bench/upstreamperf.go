@@ -403,6 +403,10 @@ func (r *replay) run(ctx context.Context, steps []schedperf.Step) error {
 			return nil
 		}
 	}
+	if r.res.Stop == "" {
+		// Nothing to wait for (PublishResourceSlices creates no pods).
+		r.res.Stop = "all scheduled"
+	}
 	return nil
 }
 
