@@ -122,21 +122,25 @@ soak:
 	  grep -E '^\s*(--- FAIL|PASS|FAIL|ok)|fit agreement|seed [0-9]+:'
 
 # Upstream kube-scheduler's own scheduler_perf workloads
-# (podgroup/{gangscheduling,basicscheduling,tas} and workload_preemption),
-# read from the k8s.io/kubernetes module at run time and replayed under
-# Phalanx and under upstream's kube-scheduler v1.37.2 on the same objects,
-# with upstream's metrics side by side. The default is upstream's
-# performance set (5,000 nodes; hours on 2 cores); PERF_WORKLOADS narrows it
-# by name, e.g. PERF_WORKLOADS=3000Pods,Preemption. make test runs the
-# integration-sized ones (TestUpstreamSchedulerPerfWorkloads).
+# (podgroup/{gangscheduling,basicscheduling,tas}, workload_preemption and
+# dra with its subdirectories), read from the k8s.io/kubernetes module at
+# run time and replayed under Phalanx and under upstream's kube-scheduler
+# v1.37.2 on the same objects, with upstream's metrics side by side. The
+# default is upstream's performance set (500 to 5,000 nodes; hours on 2
+# cores); PERF_WORKLOADS narrows it by name, e.g.
+# PERF_WORKLOADS=3000Pods,Preemption, and PERF_CONFIGS by directory, e.g.
+# PERF_CONFIGS=dra,dra/partitionabledevices. make test runs the
+# integration-sized ones (TestUpstreamSchedulerPerfWorkloads, and two of
+# the dra ones in TestUpstreamSchedulerPerfDRAWorkloads).
 PERF_LABELS ?= performance
 PERF_WORKLOADS ?=
+PERF_CONFIGS ?=
 PERF_ARMS ?= phalanx-proc,upstream
 PERF_JSON ?= .phalanx/upstream-perf.json
 upstream-perf:
 	$(GO) build -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
 	@mkdir -p $(dir $(PERF_JSON))
-	$(BIN)/phalanx-sim upstream-perf --labels '$(PERF_LABELS)' --workloads '$(PERF_WORKLOADS)' --arms $(PERF_ARMS) --json $(PERF_JSON)
+	$(BIN)/phalanx-sim upstream-perf --labels '$(PERF_LABELS)' --workloads '$(PERF_WORKLOADS)' $(if $(PERF_CONFIGS),--configs '$(PERF_CONFIGS)') --arms $(PERF_ARMS) --json $(PERF_JSON)
 
 # The demo: every built-in scenario (bin/phalanx-sim run --list) on an
 # in-process sandbox, with PASS/FAIL per expectation and an HTML

@@ -32,7 +32,7 @@ func upstreamPerfCommand(args []string) error {
 	fs := flag.NewFlagSet("upstream-perf", flag.ExitOnError)
 	labelFilter := fs.String("labels", schedperf.IntegrationFilter, "upstream's label filter: labels a workload must have, or (with -) must not have; \"performance\" selects the 5,000-node workloads")
 	workloads := fs.String("workloads", "", "comma-separated workload name substrings, e.g. GangScheduling/10Nodes (default: every workload the label filter passes)")
-	dirs := fs.String("configs", strings.Join(schedperf.Acceptance, ","), "scheduler_perf directories whose "+schedperf.ConfigFile+" to read")
+	dirs := fs.String("configs", strings.Join(schedperf.Default, ","), "scheduler_perf directories whose "+schedperf.ConfigFile+" to read")
 	perfDir := fs.String("dir", "", "scheduler_perf's directory (default: test/integration/scheduler_perf of the k8s.io/kubernetes module in go.mod)")
 	armsFlag := fs.String("arms", "phalanx,upstream", "arms to run: phalanx, upstream, phalanx-proc")
 	repeat := fs.Int("repeat", 1, "run every workload N times, interleaving the arms")
@@ -92,7 +92,11 @@ func upstreamPerfCommand(args []string) error {
 			if err != nil {
 				return err
 			}
-			fmt.Printf("%s\t[%s]\t%d nodes, %d measured pods\n", s.Name(), strings.Join(s.Labels(), ","), e.NodeCount(), e.MeasuredPods())
+			measured := fmt.Sprintf("%d measured pods", e.MeasuredPods())
+			if d := e.SteadyState(); d > 0 {
+				measured = fmt.Sprintf("pods in a steady state for %v", d)
+			}
+			fmt.Printf("%s\t[%s]\t%d nodes, %s\n", s.Name(), strings.Join(s.Labels(), ","), e.NodeCount(), measured)
 		}
 		return nil
 	}

@@ -95,7 +95,11 @@ func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, 
 		}
 		return newSchedulerPluginsArm(a, controller), nil
 	case ArmCeiling:
-		return &binderArm{b: startBinder(ctx, cl.Client, ns, c, h.opts.BinderWorkers, created)}, nil
+		b, err := startBinder(ctx, cl.Client, ns, c, h.opts.BinderWorkers, created)
+		if err != nil {
+			return nil, err
+		}
+		return &binderArm{b: b}, nil
 	default:
 		return nil, fmt.Errorf("unknown arm %q", arm)
 	}

@@ -71,6 +71,9 @@ type Case struct {
 	// the one-member-per-node shape of distributed training. Both
 	// schedulers' arms get the same term on the same label.
 	AntiAffinity bool
+	// GPUs, when set, gives every node GPUs and every measured pod a share
+	// of them, as DRA devices or as an extended resource (gpus.go).
+	GPUs *GPUs
 	// Starvation, when set, makes a starvation case (starvation.go): a
 	// stream of small jobs and the case's one gang over a fixed window.
 	Starvation *Starvation
@@ -145,10 +148,14 @@ func (c Case) podCPU() string {
 
 // podRequests is every pod's resource requests.
 func (c Case) podRequests() corev1.ResourceList {
-	return corev1.ResourceList{
+	r := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse(c.podCPU()),
 		corev1.ResourceMemory: resource.MustParse(podMemory),
 	}
+	if n := c.extendedGPUs(); n > 0 {
+		r[sandbox.GPUResource] = *resource.NewQuantity(int64(n), resource.DecimalSI)
+	}
+	return r
 }
 
 // nextGang is the gang size the fragmentation metric uses.
@@ -188,10 +195,14 @@ func (c Case) PodCount() int {
 }
 
 func (c Case) topology() sandbox.Topology {
-	return sandbox.Topology{
+	t := sandbox.Topology{
 		Zones: c.Zones, RacksPerZone: c.RacksPerZone, NodesPerRack: c.NodesPerRack, RacksPerBlock: c.RacksPerBlock,
 		CPU: nodeCPU, Memory: nodeMemory, Pods: nodePods,
 	}
+	if c.GPUs != nil && !c.GPUs.DRA {
+		t.GPUs = c.GPUs.PerNode
+	}
+	return t
 }
 
 func gangName(g int) string { return fmt.Sprintf("gang-%d", g) }
@@ -278,6 +289,9 @@ func Cases(quick bool) []Case {
 			q("GangScheduling/200Nodes_20Gangs_160Pods_AntiAffinity", Case{Gangs: 20, PodsPerGang: 8, AntiAffinity: true}),
 			seq,
 			pre,
+			// 100 nodes (1 zone × 5 racks × 20).
+			withShape(q("GangScheduling/100Nodes_10Gangs_80Pods_4GPUsPerPod_DRA", gpuCase(10, true)), 1, 5, 20),
+			withShape(q("GangScheduling/100Nodes_10Gangs_80Pods_4GPUsPerPod_ExtendedResource", gpuCase(10, false)), 1, 5, 20),
 		}, preferredCases("128Nodes_12Gangs_86Pods", 1, 2, 8)...)
 	}
 	// 5,000 nodes: 5 zones × 10 racks × 100 nodes (upstream's TAS node
@@ -303,6 +317,11 @@ func Cases(quick bool) []Case {
 		// that the constraint's cost is read against its twin.
 		full("GangScheduling/5000Nodes_1000Gangs_8000Pods", 10, Case{Gangs: 1000, PodsPerGang: 8}),
 		full("GangScheduling/5000Nodes_1000Gangs_8000Pods_AntiAffinity", 10, Case{Gangs: 1000, PodsPerGang: 8, AntiAffinity: true}),
+		// Gangs of 8 whose members each take 4 of a node's 8 GPUs: through
+		// DRA claims, and the same gangs through the extended resource, so
+		// that what DRA costs is read against its twin.
+		full("GangScheduling/5000Nodes_500Gangs_4000Pods_4GPUsPerPod_DRA", 10, gpuCase(500, true)),
+		full("GangScheduling/5000Nodes_500Gangs_4000Pods_4GPUsPerPod_ExtendedResource", 10, gpuCase(500, false)),
 		// 1,000 nodes in 100 racks of 10, one pod per node.
 		withShape(full("TopologyAwareScheduling/1000Nodes_200Gangs_750Pods_MixedSizes", 20, tasSequence(25)), 5, 20, 10),
 		// 1,000 nodes (10 racks of 100) filled by 250 gangs of 4, one pod
@@ -376,6 +395,13 @@ func preemptionCase(lowGangs, size int) Case {
 		Preemption:    &Preemption{LowGangs: lowGangs, LowGangSize: 4},
 		UpstreamGates: PreemptionUpstreamGates,
 	}
+}
+
+// gpuCase is gangs gangs of 8 pods, each pod taking 4 of its node's 8
+// GPUs (two members per node at most): as DRA claims or, for its twin, as
+// the extended resource.
+func gpuCase(gangs int, dra bool) Case {
+	return Case{Gangs: gangs, PodsPerGang: 8, GPUs: &GPUs{PerNode: 8, PerPod: 4, DRA: dra}}
 }
 
 func withShape(c Case, zones, racksPerZone, nodesPerRack int) Case {

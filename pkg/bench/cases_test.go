@@ -124,7 +124,8 @@ func TestPhalanxPerfConfigServesTheWorkloadsProfiles(t *testing.T) {
 // neither flag.
 func TestPhalanxProcessArmRunsWithoutUpstreamWorkloadScheduling(t *testing.T) {
 	gates := PhalanxProcessGates()
-	assert.Equal(t, map[string]bool{"GenericWorkload": false, "TopologyAwareWorkloadScheduling": false, "CompositePodGroup": false}, gates)
+	assert.Equal(t, map[string]bool{"GenericWorkload": false, "TopologyAwareWorkloadScheduling": false, "CompositePodGroup": false,
+		"DRAWorkloadResourceClaims": false}, gates, "and DRA claims of PodGroups, which depend on GenericWorkload")
 	h := &Harness{phalanxScheduler: "/bin/phalanx-scheduler", kubeScheduler: "/bin/kube-scheduler"}
 	assert.Equal(t, []string{"--phalanx-port=0"}, h.childFlags(h.phalanxScheduler))
 	assert.Empty(t, h.childFlags(h.kubeScheduler))

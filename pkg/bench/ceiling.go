@@ -68,22 +68,33 @@ func ceilingPlan(c Case) (pods, nodes []string) {
 }
 
 // binder is the bind ceiling: workers POST pods/binding as fast as the API
-// server takes them, with no scheduling at all.
+// server takes them, with no scheduling at all. In a DRA case each bind is
+// preceded by the one write a scheduler must make too: the pod's claim
+// allocated and reserved for it (claimAllocator).
 type binder struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	tries  atomic.Int64
 	binds  atomic.Int64
+	// claims, in a DRA case, allocates each pod's claim before its bind.
+	claims *claimAllocator
 }
 
 // startBinder starts the binder. With created nil every pod exists
 // already (precreated) and is bound in order; otherwise the binder binds
 // pod i (in c.podNames order) once it is received from created, which the
 // live creator closes when done.
-func startBinder(ctx context.Context, client kubernetes.Interface, ns string, c Case, workers int, created <-chan int) *binder {
+func startBinder(ctx context.Context, client kubernetes.Interface, ns string, c Case, workers int, created <-chan int) (*binder, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	b := &binder{cancel: cancel, done: make(chan struct{})}
 	pods, nodes := ceilingPlan(c)
+	if c.dra() {
+		var err error
+		if b.claims, err = startClaimAllocator(ctx, client, ns, c, pods, nodes); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -125,13 +136,22 @@ func startBinder(ctx context.Context, client kubernetes.Interface, ns string, c 
 			}
 		}
 	}()
-	return b
+	return b, nil
 }
 
 func (b *binder) bind(ctx context.Context, client kubernetes.Interface, ns, pod, node string) {
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+	}
+	if b.claims != nil {
+		allocated := false
+		for try := 0; try < maxBindTries && ctx.Err() == nil && !allocated; try++ {
+			allocated = b.claims.allocate(ctx, pod, node) == nil
+		}
+		if !allocated {
+			return
+		}
 	}
 	for try := 0; try < maxBindTries && ctx.Err() == nil; try++ {
 		b.tries.Add(1)
@@ -150,6 +170,9 @@ func (b *binder) bind(ctx context.Context, client kubernetes.Interface, ns, pod,
 func (b *binder) stop() {
 	b.cancel()
 	<-b.done
+	if b.claims != nil {
+		b.claims.stop()
+	}
 }
 
 // metrics reports bind calls per bound pod as attempts.

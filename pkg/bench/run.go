@@ -55,6 +55,11 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 		if err := createWorkload(ctx, cl, ns, c, arm); err != nil {
 			return err
 		}
+		if c.dra() {
+			if err := waitForClaims(ctx, cl.Client, ns, c.PodCount()); err != nil {
+				return err
+			}
+		}
 	}
 	if err := warmWatchCaches(ctx, sc, ns); err != nil {
 		return err
@@ -183,6 +188,11 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 		nodePtrs[i] = &nodes.Items[i]
 	}
 	res.Verdict = report.Check(c.groups(), nodePtrs, podPtrs)
+	if c.dra() {
+		if err := checkDevices(ctx, cl.Client, ns, podPtrs, &res.Verdict); err != nil {
+			return err
+		}
+	}
 	// Pods and Bound count the measured pods only (not a preemption
 	// case's filler); capacity was checked over every pod.
 	res.Verdict.Pods, res.Verdict.Bound = measuredBound(names, podPtrs)
@@ -277,7 +287,16 @@ func (h *Harness) startBenchCluster(ctx context.Context, c Case, tag string) (*b
 		sc.Stop()
 		return nil, fmt.Errorf("create namespace: %w", err)
 	}
-	return &benchCluster{Cluster: sc}, nil
+	cl := &benchCluster{Cluster: sc, stopDevices: func() {}}
+	if c.dra() {
+		start := time.Now()
+		if cl.stopDevices, err = setUpDRA(ctx, sc, benchNamespace, c); err != nil {
+			sc.Stop()
+			return nil, err
+		}
+		h.opts.Logf("%s: %d GPUs on each of %d nodes published as ResourceSlices in %.1fs", tag, c.GPUs.PerNode, c.NodeCount(), time.Since(start).Seconds())
+	}
+	return cl, nil
 }
 
 func (h *Harness) startSandbox(ctx context.Context, c Case, tag string) (*sandbox.Cluster, error) {
@@ -288,7 +307,8 @@ func (h *Harness) startSandbox(ctx context.Context, c Case, tag string) (*sandbo
 		// Preemption needs victims to go away: the node agent finishes
 		// their graceful deletion as a kubelet would.
 		// Starvation runs need pods to end when their runtime does.
-		if cl, err = sandbox.Start(ctx, sandbox.Options{Topology: &topo, NodeAgent: c.Preemption != nil || c.Starvation != nil}); err == nil {
+		// A DRA case needs pods' claims made from their template.
+		if cl, err = sandbox.Start(ctx, sandbox.Options{Topology: &topo, NodeAgent: c.Preemption != nil || c.Starvation != nil, ClaimController: c.dra()}); err == nil {
 			return cl, nil
 		}
 		if ctx.Err() != nil {

@@ -106,6 +106,16 @@ type benchCluster struct {
 	// schedulerPlugins creates scheduling.x-k8s.io PodGroups; nil unless
 	// the run's arm is the scheduler-plugins one.
 	schedulerPlugins spclient.Interface
+	// stopDevices stops a DRA case's device publishers.
+	stopDevices func()
+}
+
+// Stop stops the device publishers, then the sandbox.
+func (cl *benchCluster) Stop() {
+	if cl.stopDevices != nil {
+		cl.stopDevices()
+	}
+	cl.Cluster.Stop()
 }
 
 // installSchedulerPluginsCRD creates the scheduler-plugins PodGroup CRD of

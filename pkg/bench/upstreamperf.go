@@ -15,9 +15,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -147,7 +150,10 @@ func (h *Harness) runPerf(ctx context.Context, e *schedperf.Expanded, arm Arm, r
 	for try := 1; try <= sandboxStartTries; try++ {
 		// scheduler_perf's API server runs without the Priority admission
 		// plugin: its templates set spec.priority without a PriorityClass.
-		cl, err = sandbox.Start(ctx, sandbox.Options{SchedulerConfig: phalanxCfg, DisableAdmission: []string{"Priority"}})
+		// Upstream's runner runs the resourceclaim controller beside the
+		// scheduler, and the API server with the workload's gates.
+		cl, err = sandbox.Start(ctx, sandbox.Options{SchedulerConfig: phalanxCfg, DisableAdmission: []string{"Priority"},
+			ClaimController: true, ExtraGates: workloadExtraGates(e.Gates), ExtraAPIs: workloadAPIs(e.Gates)})
 		if err == nil || ctx.Err() != nil {
 			break
 		}
@@ -292,7 +298,13 @@ func (h *Harness) startPerfArm(ctx context.Context, cl *sandbox.Cluster, e *sche
 			base = data
 		}
 		if arm == ArmPhalanxProcess {
-			binary, base, gates = h.phalanxScheduler, phalanxCfg, gateString(PhalanxProcessGates())
+			pg := PhalanxProcessGates()
+			for k, v := range workloadExtraGates(e.Gates) {
+				if _, off := pg[k]; !off {
+					pg[k] = v
+				}
+			}
+			binary, base, gates = h.phalanxScheduler, phalanxCfg, gateString(pg)
 			if h.opts.PhalanxGates != "" {
 				gates += "," + h.opts.PhalanxGates
 			}
@@ -374,6 +386,11 @@ type replay struct {
 	// created are the pods created, as namespace/name.
 	created  []string
 	measured bool
+	// window is the measured window while open.
+	window *window
+	// mapper and dynamic create createAny's objects.
+	mapper  meta.ResettableRESTMapper
+	dynamic dynamic.Interface
 }
 
 func (r *replay) run(ctx context.Context, steps []schedperf.Step) error {
@@ -385,6 +402,10 @@ func (r *replay) run(ctx context.Context, steps []schedperf.Step) error {
 			// A wait gave up: the rest of the workload would only wait too.
 			return nil
 		}
+	}
+	if r.res.Stop == "" {
+		// Nothing to wait for (PublishResourceSlices creates no pods).
+		r.res.Stop = "all scheduled"
 	}
 	return nil
 }
@@ -440,6 +461,18 @@ func (r *replay) step(ctx context.Context, s schedperf.Step) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	case schedperf.OpCreateAny:
+		return r.createAny(ctx, s)
+	case schedperf.OpAllocResourceClaims:
+		return r.allocClaims(ctx, s.Namespace)
+	case schedperf.OpStartCollectingMetrics:
+		return r.openWindow(s.Namespaces)
+	case schedperf.OpStopCollectingMetrics:
+		if r.window == nil {
+			return errors.New("stopCollectingMetrics without startCollectingMetrics")
+		}
+		r.closeWindow(true, r.scheduledEvents(r.window.namespaces)-r.window.base)
+		return nil
 	}
 	return fmt.Errorf("opcode %q is not supported", s.Opcode)
 }
@@ -466,39 +499,23 @@ func (r *replay) createPods(ctx context.Context, s schedperf.Step) error {
 	if err := r.ensureNamespace(ctx, s.Namespace); err != nil {
 		return err
 	}
-	var sampler *report.ThroughputSampler
-	var stopSampling func()
-	start := time.Now()
 	if s.CollectMetrics {
-		if r.measured {
-			return errors.New("a second measured operation: only one is supported per workload")
+		if err := r.openWindow([]string{s.Namespace}); err != nil {
+			return err
 		}
-		r.measured = true
-		sampler = &report.ThroughputSampler{Interval: time.Second}
-		base := r.pods.scheduledEvents(s.Namespace)
-		done, finished := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(finished)
-			tick := time.NewTicker(sampler.Interval)
-			defer tick.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case now := <-tick.C:
-					sampler.Observe(now, r.pods.scheduledEvents(s.Namespace)-base)
-				}
-			}
-		}()
-		stopSampling = func() {
-			close(done)
-			<-finished
+		// Closed below when the pods are scheduled; on every other way out
+		// it stops sampling and leaves pods/s unset.
+		defer r.closeWindow(false, -1)
+	}
+	if s.SteadyState {
+		scheduled, err := r.steady(ctx, s)
+		if err != nil {
+			return err
 		}
-		defer func() {
-			if stopSampling != nil {
-				stopSampling()
-			}
-		}()
+		if s.CollectMetrics {
+			r.closeWindow(true, scheduled)
+		}
+		return nil
 	}
 	names := make([]string, len(s.Pods))
 	err := parallel(min(podCreators, max(len(s.Pods), 1)), len(s.Pods), func(i int) error {
@@ -523,13 +540,7 @@ func (r *replay) createPods(ctx context.Context, s schedperf.Step) error {
 		return err
 	}
 	if s.CollectMetrics {
-		r.res.DurationSeconds = time.Since(start).Seconds()
-		stopSampling()
-		stopSampling = nil
-		r.res.Throughput = sampler.Summary()
-		if r.res.DurationSeconds > 0 && r.res.Stop == "all scheduled" {
-			r.res.PodsPerSecond = float64(want) / r.res.DurationSeconds
-		}
+		r.closeWindow(r.res.Stop == "all scheduled", -1)
 	}
 	return nil
 }
@@ -643,7 +654,18 @@ func (r *replay) check(ctx context.Context) error {
 		}
 		groups = append(groups, g)
 	}
-	r.res.Verdict = report.Check(groups, nodes, pods)
+	classes, err := r.cl.Client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list device classes for the placement check: %w", err)
+	}
+	cp := make([]*resourceapi.DeviceClass, len(classes.Items))
+	for i := range classes.Items {
+		cp[i] = &classes.Items[i]
+	}
+	r.res.Verdict = report.CheckWithDevices(groups, nodes, pods, report.DeviceBackedResources(cp))
+	if err := checkPerfDevices(ctx, r.cl, pods, &r.res.Verdict); err != nil {
+		return err
+	}
 	if disrupted > 0 {
 		r.logf("%d PodGroups lost members to preemption and are judged on capacity only", disrupted)
 	}

@@ -284,6 +284,7 @@ func benchPod(c Case, name, gang string, arm Arm, priorityClass string) *corev1.
 			PriorityClassName: priorityClass,
 		},
 	}
+	c.addGPUs(p)
 	if c.AntiAffinity && gang != "" {
 		p.Labels = map[string]string{GangLabel: gang}
 		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{

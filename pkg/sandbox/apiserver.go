@@ -48,12 +48,22 @@ const jobWorkloadsGate = "WorkloadWithJob"
 // to start beside GenericWorkload. The sandbox's in-process scheduler and
 // the bench's phalanx-proc child both take them from here.
 func SchedulerWorkloadGatesOff() map[string]bool {
-	off := make(map[string]bool, len(UpstreamWorkloadGates))
+	off := make(map[string]bool, len(UpstreamWorkloadGates)+len(workloadDependentGates))
 	for gate := range UpstreamWorkloadGates {
+		off[gate] = false
+	}
+	for _, gate := range workloadDependentGates {
 		off[gate] = false
 	}
 	return off
 }
+
+// workloadDependentGates depend on GenericWorkload, so a Phalanx
+// scheduler runs with them off too: DRAWorkloadResourceClaims (claims of a
+// PodGroup, made by the resourceclaim controller) may be on for the API
+// server and the controller, never for a scheduler without upstream's
+// workload scheduling.
+var workloadDependentGates = []string{"DRAWorkloadResourceClaims"}
 
 // workloadGatesOff is SchedulerWorkloadGatesOff for the whole sandbox: the
 // Job controller creates no Workloads either.
@@ -78,7 +88,7 @@ type apiServer struct {
 // startAPIServer runs kube-apiserver inside this process against etcdURL.
 // The Priority admission plugin stays on, unless named in alsoDisabled, so
 // pods get spec.priority from their PriorityClass as on a real cluster.
-func startAPIServer(ctx context.Context, dir, etcdURL string, gates map[string]bool, authzMode string, alsoDisabled []string) (*apiServer, error) {
+func startAPIServer(ctx context.Context, dir, etcdURL string, gates map[string]bool, authzMode string, alsoDisabled, extraAPIs []string) (*apiServer, error) {
 	if len(gates) > 0 {
 		if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(gates); err != nil {
 			return nil, fmt.Errorf("set feature gates %v: %w", gates, err)
@@ -102,7 +112,7 @@ func startAPIServer(ctx context.Context, dir, etcdURL string, gates map[string]b
 		fs.AddFlagSet(set)
 	}
 	flags := []string{
-		"--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true",
+		"--runtime-config=" + strings.Join(append([]string{"scheduling.k8s.io/v1beta1=true", "scheduling.k8s.io/v1alpha3=true"}, extraAPIs...), ","),
 		"--disable-admission-plugins=" + strings.Join(append(slices.Clone(disabledAdmission), alsoDisabled...), ","),
 		"--endpoint-reconciler-type=none",
 		"--authorization-mode=" + authzMode,

@@ -82,18 +82,9 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create job controller: %w", err)
 	}
-	// Upstream's resourceclaim controller makes a pod's claims from its
-	// ResourceClaimTemplates and frees claims whose pods are gone, as
-	// kube-controller-manager does.
-	var claimGroups schedinformers.PodGroupInformer
-	if !c.opts.NoUpstreamWorkloadAPI {
-		claimGroups = factory.Scheduling().V1beta1().PodGroups()
-	}
-	claimClient := c.clientFor("resource-claim-controller")
-	claims, err := resourceclaim.NewController(klog.FromContext(ctx), claimClient, factory.Core().V1().Pods(), claimGroups,
-		factory.Resource().V1().ResourceClaims(), factory.Resource().V1().ResourceClaimTemplates())
+	claims, err := c.newClaimController(ctx, factory)
 	if err != nil {
-		return fmt.Errorf("create resourceclaim controller: %w", err)
+		return err
 	}
 	factory.Start(ctx.Done())
 	wg.Go(func() { jobs.Run(ctx, 4) })
@@ -104,6 +95,52 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 	})
 
 	return c.startGarbageCollector(ctx, &wg)
+}
+
+// newClaimController is upstream's resourceclaim controller on factory's
+// informers: it makes a pod's claims from its ResourceClaimTemplates (and
+// a PodGroup's, under the upstream workload API) and frees claims whose
+// pods are gone, as kube-controller-manager does.
+func (c *Cluster) newClaimController(ctx context.Context, factory informers.SharedInformerFactory) (*resourceclaim.Controller, error) {
+	var claimGroups schedinformers.PodGroupInformer
+	if !c.opts.NoUpstreamWorkloadAPI {
+		claimGroups = factory.Scheduling().V1beta1().PodGroups()
+	}
+	claims, err := resourceclaim.NewController(klog.FromContext(ctx), c.clientFor("resource-claim-controller"), factory.Core().V1().Pods(), claimGroups,
+		factory.Resource().V1().ResourceClaims(), factory.Resource().V1().ResourceClaimTemplates())
+	if err != nil {
+		return nil, fmt.Errorf("create resourceclaim controller: %w", err)
+	}
+	return claims, nil
+}
+
+// startClaimController runs upstream's resourceclaim controller alone
+// (Options.ClaimController): what a benchmark of DRA needs from
+// kube-controller-manager, without the Phalanx controllers' own writes.
+func (c *Cluster) startClaimController(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	c.stops = append(c.stops, func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(controllerStopTimeout):
+			klog.FromContext(ctx).Info("The resourceclaim controller did not stop in time; stopping the API server anyway")
+		}
+	})
+	factory := informers.NewSharedInformerFactory(c.clientFor("resource-claim-controller"), 0)
+	claims, err := c.newClaimController(ctx, factory)
+	if err != nil {
+		close(done)
+		return err
+	}
+	factory.Start(ctx.Done())
+	go func() {
+		defer close(done)
+		claims.Run(ctx, 4)
+		factory.Shutdown()
+	}()
+	return nil
 }
 
 // startGarbageCollector watches the metadata of every resource type, CRDs

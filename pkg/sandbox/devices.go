@@ -119,7 +119,9 @@ func EnsureDeviceClass(ctx context.Context, client kubernetes.Interface, driver 
 }
 
 func waitForSlices(ctx context.Context, client kubernetes.Interface, driver string, want int) error {
-	deadline := time.Now().Add(time.Minute)
+	// A minute for a handful of nodes; thousands of publishers, each
+	// starting an informer of its own, take longer on a shared machine.
+	deadline := time.Now().Add(time.Minute + time.Duration(want)*50*time.Millisecond)
 	for {
 		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + driver})
 		if err == nil && len(list.Items) >= want {

@@ -16,10 +16,12 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/featuregate"
 	"sigs.k8s.io/yaml"
 
 	"github.com/phalanx-sched/phalanx/config"
@@ -59,6 +61,18 @@ type Options struct {
 	// Controllers runs the Phalanx controllers (pkg/controller), upstream's
 	// Job controller and the garbage collector in-process.
 	Controllers bool
+	// ClaimController runs upstream's resourceclaim controller alone,
+	// without the rest of Controllers (which includes it): pods' claims
+	// from ResourceClaimTemplates get created, and nothing else writes.
+	ClaimController bool
+	// ExtraGates are feature gates set, besides the workload gates, for
+	// the API server and every in-process component (feature gates are
+	// process-wide): for example an alpha DRA gate a workload needs. Stop
+	// puts them back as they were.
+	ExtraGates map[string]bool
+	// ExtraAPIs are group/versions the API server serves besides its
+	// defaults, e.g. resource.k8s.io/v1beta2 for objects written in it.
+	ExtraAPIs []string
 	// NoUpstreamWorkloadAPI keeps scheduling.k8s.io/v1beta1 workload
 	// feature gates at their defaults (off).
 	NoUpstreamWorkloadAPI bool
@@ -144,11 +158,29 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		gates = workloadGatesOff()
 	}
 	gates[jobWorkloadsGate] = opts.JobWorkloads
+	restore := map[string]bool{}
+	for k, v := range opts.ExtraGates {
+		if _, ours := gates[k]; ours {
+			return c, fmt.Errorf("ExtraGates names %s, which the sandbox sets itself", k)
+		}
+		if !knownGate(k) {
+			return c, fmt.Errorf("ExtraGates names %s, which is not a feature gate of this build", k)
+		}
+		restore[k] = utilfeature.DefaultFeatureGate.Enabled(featuregate.Feature(k))
+		gates[k] = v
+	}
+	if len(restore) > 0 {
+		c.stops = append(c.stops, func() { _ = utilfeature.DefaultMutableFeatureGate.SetFromMap(restore) })
+	}
 	authz := opts.AuthorizationMode
 	if authz == "" {
 		authz = "RBAC"
 	}
-	api, err := startAPIServer(ctx, c.Dir, etcdURL, gates, authz, opts.DisableAdmission)
+	var apis []string
+	for _, gv := range opts.ExtraAPIs {
+		apis = append(apis, gv+"=true")
+	}
+	api, err := startAPIServer(ctx, c.Dir, etcdURL, gates, authz, opts.DisableAdmission, apis)
 	if err != nil {
 		return c, err
 	}
@@ -190,6 +222,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	if opts.Controllers {
 		if err = c.startControllers(ctx); err != nil {
+			return c, err
+		}
+	} else if opts.ClaimController {
+		if err = c.startClaimController(ctx); err != nil {
 			return c, err
 		}
 	}
@@ -374,4 +410,11 @@ func writeKubeconfig(cfg *restclient.Config, path string, diag *debugapi.Endpoin
 	kc.Contexts["phalanx-sandbox"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: "admin"}
 	kc.CurrentContext = "phalanx-sandbox"
 	return clientcmd.WriteToFile(*kc, path)
+}
+
+// knownGate reports whether gate is registered; Enabled panics on one
+// that is not.
+func knownGate(gate string) bool {
+	_, ok := utilfeature.DefaultMutableFeatureGate.GetAll()[featuregate.Feature(gate)]
+	return ok
 }

@@ -13,13 +13,18 @@ import (
 )
 
 // Every quick case runs under Phalanx; the upstream and ceiling arms, whose
-// harness paths do not change with the case's shape, run on one case of
-// each kind (plain gangs, rack-constrained gangs, preemption): each arm is
-// a fresh API server, and the whole set took two minutes of CI.
+// harness paths change little with the case's shape, run on one case of
+// each kind (plain gangs, rack-constrained gangs, preemption, DRA
+// devices): each arm is a fresh API server, and running all of them took
+// two minutes of CI.
 var benchComparisonCases = map[string]bool{
 	"GangScheduling/200Nodes_20Gangs_60Pods":          true,
 	"TopologyAwareScheduling/200Nodes_10Gangs_40Pods": true,
 	"Preemption/20Nodes_5LowGangs_20Pods_8PodGang":    true,
+	// Devices change every arm's path: the ceiling writes the claims, and
+	// upstream allocates them in its DynamicResources plugin. The
+	// extended-resource twin runs under Phalanx only.
+	"GangScheduling/100Nodes_10Gangs_80Pods_4GPUsPerPod_DRA": true,
 }
 
 // TestBenchQuick runs `phalanx-sim bench --quick` through pkg/bench: every
@@ -33,7 +38,11 @@ var benchComparisonCases = map[string]bool{
 // It asserts the placements, never the timings: every pod bound, every
 // gang all-or-nothing, every rack constraint kept, no two members of an
 // anti-affine gang on one node, no node overcommitted;
-// for Phalanx on the preemption case, victims evicted as whole gangs; and
+// for Phalanx on the preemption case, victims evicted as whole gangs; on
+// the DRA case (GPUs published as ResourceSlices, claims made from a
+// template), every bound pod's claim allocated on its node's devices and
+// no device twice, also for the ceiling, which allocates as it binds (its
+// extended-resource twin runs under Phalanx only); and
 // that the harness observed what it reports (attempts from the schedulers'
 // metrics, peak memory, rack fragmentation).
 func TestBenchQuick(t *testing.T) {
@@ -79,6 +88,7 @@ func TestBenchQuick(t *testing.T) {
 				assert.Zero(t, v.AntiAffinityViolations, "no two members of an anti-affine gang on one node: %v", v.Problems)
 				assert.Zero(t, v.OvercommittedNodes, "no node overcommitted: %v", v.Problems)
 				assert.Zero(t, v.UnknownNodes, "%v", v.Problems)
+				assert.Zero(t, v.DeviceViolations, "every bound pod holds its devices, on its node, none twice: %v", v.Problems)
 				assert.True(t, v.OK())
 
 				if c.Arrival == report.ArrivalLive || c.Preemption != nil {

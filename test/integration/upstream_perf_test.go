@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -71,4 +72,71 @@ func TestUpstreamSchedulerPerfWorkloads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUpstreamSchedulerPerfDRAWorkloads replays upstream v1.37.2's own
+// dra scheduler_perf workloads of integration size under Phalanx: devices
+// published as ResourceSlices and classes created from upstream's
+// templates, claims from templates (made by upstream's resourceclaim
+// controller) and shared claims, claims allocated before the measured
+// pods, partitionable devices, consumable capacity, device taints,
+// prioritized lists, extended resources backed by devices, and PodGroups
+// sharing one claim, with the alpha and beta gates each workload asks
+// for. Every pod must be scheduled, and every bound pod hold its claims,
+// allocated on its node's devices, no device twice.
+//
+// Each workload costs a sandbox of its own (about 13 s on a loaded 2-core
+// machine, for 18 workloads), so make test runs two: claims from a
+// template on a partly used cluster, and PodGroups whose members share a
+// claim. PHALANX_PERF_DRA_ALL=1 runs all of them but those Phalanx cannot
+// run (draUnsupported), as does `phalanx-sim upstream-perf --configs
+// dra,...` (docs/benchmarks.md).
+func TestUpstreamSchedulerPerfDRAWorkloads(t *testing.T) {
+	ctx := context.Background()
+	dir, err := bench.SchedulerPerfDir(ctx)
+	require.NoError(t, err)
+	patterns := []string{"SchedulingWithResourceClaimTemplate/fast", "SharedPodGroupResourceClaim/fast"}
+	if os.Getenv("PHALANX_PERF_DRA_ALL") != "" {
+		patterns = nil
+	}
+	selected, err := schedperf.Select(dir, schedperf.DRA, schedperf.IntegrationFilter, patterns)
+	require.NoError(t, err, "read the workloads from %s", dir)
+	if patterns != nil {
+		require.Len(t, selected, len(patterns), "upstream's dra workloads include %v", patterns)
+	}
+	require.NotEmpty(t, selected)
+
+	h, err := bench.New(ctx, bench.Options{Arms: []bench.Arm{bench.ArmPhalanx}, WorkDir: t.TempDir(), Logf: t.Logf})
+	require.NoError(t, err)
+	defer h.Close()
+	for _, s := range selected {
+		t.Run(s.Name(), func(t *testing.T) {
+			for prefix, why := range draUnsupported {
+				if strings.HasPrefix(s.Name(), prefix) {
+					t.Skipf("Phalanx cannot run it: %s", why)
+				}
+			}
+			e, err := s.Expand()
+			require.NoError(t, err)
+			r := h.RunPerfWorkload(ctx, e, bench.ArmPhalanx, 1)
+			require.Empty(t, r.Error, "the workload ran")
+			v := r.Verdict
+			assert.Equal(t, "all scheduled", r.Stop)
+			assert.Zero(t, r.Unscheduled, "every pod the workload created is scheduled")
+			assert.Zero(t, v.PartialGroups, "no gang partially bound: %v", v.Problems)
+			assert.Zero(t, v.OvercommittedNodes, "no node overcommitted: %v", v.Problems)
+			assert.Zero(t, v.DeviceViolations, "every bound pod holds its devices: %v", v.Problems)
+			assert.True(t, v.OK(), "%v", v.Problems)
+			assert.Positive(t, r.DurationSeconds, "the measured operation was timed")
+		})
+	}
+}
+
+// draUnsupported are upstream's dra workloads Phalanx cannot run, by name
+// prefix, and why. Both need DRAWorkloadResourceClaims in the scheduler,
+// which depends on GenericWorkload, upstream's workload scheduling, which
+// a Phalanx scheduler runs without (one scheduler per group).
+var draUnsupported = map[string]string{
+	"SharedPodGroupResourceClaimTemplate/":           "a PodGroup's claim from a template is made for the group, not its pods, and only a scheduler with DRAWorkloadResourceClaims finds it: the pods wait for their claims forever",
+	"SharedPodGroupResourceClaim/1podgroup_1000pods": "1,000 pods share one claim: without DRAWorkloadResourceClaims every pod reserves the claim for itself, and a claim holds at most 256 reservations",
 }

@@ -249,6 +249,9 @@ func WriteTable(w io.Writer, results []Result) error {
 	if err := writeFragmentation(w, sums); err != nil {
 		return err
 	}
+	if err := writeTwins(w, sums); err != nil {
+		return err
+	}
 
 	if err := writePhases(w, sums); err != nil {
 		return err

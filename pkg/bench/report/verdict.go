@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -48,16 +49,21 @@ type Verdict struct {
 	OvercommittedNodes int `json:"overcommittedNodes"`
 	// UnknownNodes counts pods bound to a node that does not exist.
 	UnknownNodes int `json:"unknownNodes"`
+	// DeviceViolations counts bound pods whose DRA claims are not
+	// allocated on their node and reserved for them, and devices allocated
+	// twice (CheckDevices; DRA cases only).
+	DeviceViolations int `json:"deviceViolations,omitempty"`
 	// Problems names the first few violations.
 	Problems []string `json:"problems,omitempty"`
 }
 
 // OK is true when no gang is partially bound, no topology or
-// anti-affinity constraint is violated and no node is overcommitted. It does not require every pod to
+// anti-affinity constraint is violated, no node is overcommitted and no
+// device misallocated. It does not require every pod to
 // be bound; compare Bound with Pods for that.
 func (v Verdict) OK() bool {
 	return v.PartialGroups == 0 && v.TopologyViolations == 0 && v.AntiAffinityViolations == 0 &&
-		v.OvercommittedNodes == 0 && v.UnknownNodes == 0
+		v.OvercommittedNodes == 0 && v.UnknownNodes == 0 && v.DeviceViolations == 0
 }
 
 func (v *Verdict) problem(format string, args ...interface{}) {
@@ -70,6 +76,28 @@ func (v *Verdict) problem(format string, args ...interface{}) {
 // ones) on nodes, against the case's groups. Pods not named by any group
 // are plain pods and only count toward capacity.
 func Check(groups []Group, nodes []*corev1.Node, pods []*corev1.Pod) Verdict {
+	return CheckWithDevices(groups, nodes, pods, nil)
+}
+
+// DeviceBackedResources are the extended resource names DRA serves with
+// devices of classes: each class's explicit extendedResourceName and its
+// implicit deviceclass.resource.kubernetes.io/<class> name.
+func DeviceBackedResources(classes []*resourceapi.DeviceClass) map[corev1.ResourceName]bool {
+	out := map[corev1.ResourceName]bool{}
+	for _, c := range classes {
+		out[corev1.ResourceName(resourceapi.ResourceDeviceClassPrefix+c.Name)] = true
+		if c.Spec.ExtendedResourceName != nil {
+			out[corev1.ResourceName(*c.Spec.ExtendedResourceName)] = true
+		}
+	}
+	return out
+}
+
+// CheckWithDevices is Check on a cluster where the extended resources in
+// deviceBacked are served by DRA devices on nodes that do not advertise
+// them: there a pod's request for one is allocated as a claim, which
+// CheckDevices judges, and it is not counted against the node.
+func CheckWithDevices(groups []Group, nodes []*corev1.Node, pods []*corev1.Pod, deviceBacked map[corev1.ResourceName]bool) Verdict {
 	v := Verdict{Pods: len(pods), Groups: len(groups)}
 	byName := make(map[string]*corev1.Pod, len(pods))
 	for _, p := range pods {
@@ -170,7 +198,11 @@ func Check(groups []Group, nodes []*corev1.Node, pods []*corev1.Pod) Verdict {
 		alloc := nodeByName[name].Status.Allocatable
 		var over []string
 		for res, q := range used[name] {
-			if a, ok := alloc[res]; !ok || q.Cmp(a) > 0 {
+			a, ok := alloc[res]
+			if !ok && deviceBacked[res] {
+				continue
+			}
+			if !ok || q.Cmp(a) > 0 {
 				over = append(over, fmt.Sprintf("%s %s > %s", res, q.String(), a.String()))
 			}
 		}
@@ -213,4 +245,104 @@ func formatCounts(m map[string]int) string {
 		out += fmt.Sprintf("%s=%d", k, m[k])
 	}
 	return out
+}
+
+// CheckDevices adds the DRA part of the placement check to v, from the
+// API's pods, claims and slices: every bound pod's claims (named in its
+// status) are allocated and reserved for it, every allocated device is in
+// a pool that reaches the pod's node (a slice of that node, or one without
+// a node), and no device is allocated to two claims. Each pod or device in
+// breach counts once in DeviceViolations.
+func CheckDevices(v *Verdict, pods []*corev1.Pod, claims []*resourceapi.ResourceClaim, slices []*resourceapi.ResourceSlice) {
+	// poolNode is the node of a node-local pool, "" for a pool without one.
+	poolNode := map[string]string{}
+	for _, s := range slices {
+		node := ""
+		if s.Spec.NodeName != nil {
+			node = *s.Spec.NodeName
+		}
+		poolNode[s.Spec.Driver+"/"+s.Spec.Pool.Name] = node
+	}
+	byName := map[string]*resourceapi.ResourceClaim{}
+	holders := map[string][]string{}
+	for _, c := range claims {
+		byName[c.Namespace+"/"+c.Name] = c
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.ShareID != nil {
+				// A shared slice of a device with consumable capacity:
+				// several claims may hold it by design.
+				continue
+			}
+			id := r.Driver + "/" + r.Pool + "/" + r.Device
+			holders[id] = append(holders[id], c.Name)
+		}
+	}
+	ids := make([]string, 0, len(holders))
+	for id := range holders {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if len(holders[id]) > 1 {
+			v.DeviceViolations++
+			v.problem("device %s allocated to %d claims: %v", id, len(holders[id]), holders[id])
+		}
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || len(p.Spec.ResourceClaims) == 0 {
+			continue
+		}
+		if why := podDevicesWrong(p, byName, poolNode); why != "" {
+			v.DeviceViolations++
+			v.problem("pod %s on %s: %s", p.Name, p.Spec.NodeName, why)
+		}
+	}
+}
+
+func podDevicesWrong(p *corev1.Pod, claims map[string]*resourceapi.ResourceClaim, poolNode map[string]string) string {
+	generated := map[string]*string{}
+	for _, s := range p.Status.ResourceClaimStatuses {
+		generated[s.Name] = s.ResourceClaimName
+	}
+	for _, pc := range p.Spec.ResourceClaims {
+		name := pc.ResourceClaimName
+		if pc.ResourceClaimTemplateName != nil {
+			name = generated[pc.Name]
+		}
+		if name == nil {
+			return fmt.Sprintf("claim %s was never made", pc.Name)
+		}
+		c := claims[p.Namespace+"/"+*name]
+		if c == nil {
+			return fmt.Sprintf("claim %s does not exist", *name)
+		}
+		if c.Status.Allocation == nil {
+			return fmt.Sprintf("claim %s is not allocated", *name)
+		}
+		reserved := false
+		for _, r := range c.Status.ReservedFor {
+			// A claim of a PodGroup is reserved for the group.
+			group := p.Spec.SchedulingGroup != nil && p.Spec.SchedulingGroup.PodGroupName != nil &&
+				r.Resource == "podgroups" && r.Name == *p.Spec.SchedulingGroup.PodGroupName
+			if r.UID == p.UID || group {
+				reserved = true
+			}
+		}
+		if !reserved {
+			return fmt.Sprintf("claim %s is not reserved for the pod", *name)
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			node, known := poolNode[r.Driver+"/"+r.Pool]
+			if !known {
+				return fmt.Sprintf("claim %s holds device %s of unknown pool %s", *name, r.Device, r.Pool)
+			}
+			if node != "" && node != p.Spec.NodeName {
+				return fmt.Sprintf("claim %s holds device %s of node %s", *name, r.Device, node)
+			}
+		}
+	}
+	return ""
 }

@@ -6,11 +6,13 @@
 // scheduler on any cluster. The files are read where the module lies at run
 // time; nothing of them is kept in this repository.
 //
-// Only the operations the podgroup and workload_preemption workloads use
-// are understood (createNodes, createNamespaces, createPodGroups,
-// createPods, barrier, sleep); a configuration using anything else, or a
-// field this package does not know, is refused with the name of what it
-// lacks rather than replayed differently. The package links no API server.
+// Only the operations the podgroup, workload_preemption and dra workloads
+// use are understood (createNodes, createNamespaces, createPodGroups,
+// createPods, also in steady state, createAny, allocResourceClaims,
+// startCollectingMetrics, stopCollectingMetrics, barrier, sleep); a
+// configuration using anything else, or a field this package does not
+// know, is refused with the name of what it lacks rather than replayed
+// differently. The package links no API server.
 package schedperf
 
 import (
@@ -97,12 +99,16 @@ type Op struct {
 	// whether the workload goes on without waiting for them to schedule.
 	CollectMetrics       bool `json:"collectMetrics,omitempty"`
 	SkipWaitToCompletion bool `json:"skipWaitToCompletion,omitempty"`
+	// createPods in steady state: keep Count pods pending for Duration,
+	// deleting each pod once scheduled and creating another.
+	SteadyState      bool   `json:"steadyState,omitempty"`
+	SteadyStateParam string `json:"steadyStateParam,omitempty"`
 	// barrier: wait until the pods of these namespaces (all when empty)
 	// are scheduled.
 	Namespaces       []string          `json:"namespaces,omitempty"`
 	LabelSelector    map[string]string `json:"labelSelector,omitempty"`
 	StageRequirement string            `json:"stageRequirement,omitempty"`
-	// sleep.
+	// sleep; createPods in steady state.
 	Duration      string `json:"duration,omitempty"`
 	DurationParam string `json:"durationParam,omitempty"`
 }
@@ -115,9 +121,20 @@ const (
 	OpCreatePods       = "createPods"
 	OpBarrier          = "barrier"
 	OpSleep            = "sleep"
+	// OpCreateAny creates objects of any kind from a template (the dra
+	// workloads' ResourceSlices, DeviceClasses, claims and templates).
+	OpCreateAny = "createAny"
+	// OpAllocResourceClaims allocates a namespace's claims without pods,
+	// so that a cluster starts partly used.
+	OpAllocResourceClaims = "allocResourceClaims"
+	// OpStartCollectingMetrics and OpStopCollectingMetrics bracket a
+	// measured window over the operations between them.
+	OpStartCollectingMetrics = "startCollectingMetrics"
+	OpStopCollectingMetrics  = "stopCollectingMetrics"
 )
 
-var supportedOpcodes = []string{OpCreateNodes, OpCreateNamespaces, OpCreatePodGroups, OpCreatePods, OpBarrier, OpSleep}
+var supportedOpcodes = []string{OpCreateNodes, OpCreateNamespaces, OpCreatePodGroups, OpCreatePods, OpBarrier, OpSleep,
+	OpCreateAny, OpAllocResourceClaims, OpStartCollectingMetrics, OpStopCollectingMetrics}
 
 // Load reads a performance-config.yaml. Unknown fields are errors: a
 // setting this package would ignore would change what is measured.
@@ -284,6 +301,17 @@ func (op *Op) count(w *Workload) (int, error) {
 // workloads are Phalanx's acceptance: upstream's own gang, basic-group,
 // topology-aware and workload-preemption benchmarks.
 var Acceptance = []string{"podgroup/gangscheduling", "podgroup/basicscheduling", "podgroup/tas", "workload_preemption"}
+
+// DRA lists the directories of upstream's dynamic resource allocation
+// benchmarks: claims from templates and shared claims, partitionable
+// devices, consumable capacity, device taints, prioritized lists, list
+// attributes, compatibility groups, extended resources backed by devices,
+// and PodGroups sharing a claim.
+var DRA = []string{"dra", "dra/compatibilitygroups", "dra/consumablecapacity", "dra/devicetaints", "dra/extendedresource",
+	"dra/extendedresource/scoring", "dra/listattributes", "dra/partitionabledevices", "dra/prioritizedlist", "dra/workloadresourceclaims"}
+
+// Default is what upstream-perf replays unless told otherwise.
+var Default = append(append([]string(nil), Acceptance...), DRA...)
 
 // ConfigFile is the name of a directory's workload configuration.
 const ConfigFile = "performance-config.yaml"

@@ -10,6 +10,7 @@ import (
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // HostnameLabel is set on every node to its name, as scheduler_perf does.
@@ -38,6 +39,15 @@ type Step struct {
 	// createPods: measure these pods' scheduling; do not wait for it.
 	CollectMetrics bool
 	SkipWait       bool
+	// createPods in steady state: Pods are the first ones; for Duration,
+	// every pod of Namespace scheduled is deleted and NewPod(i) created
+	// (i counting on from len(Pods)).
+	SteadyState bool
+	Duration    time.Duration
+	NewPod      func(i int) (*corev1.Pod, error)
+	// createAny: the objects, created in Namespace ("" for cluster-scoped
+	// ones), one after another.
+	Objects []*unstructured.Unstructured
 	// barrier.
 	Stage         string
 	LabelSelector map[string]string
@@ -62,11 +72,22 @@ type Expanded struct {
 func (e *Expanded) MeasuredPods() int {
 	n := 0
 	for _, s := range e.Steps {
-		if s.CollectMetrics {
+		if s.CollectMetrics && !s.SteadyState {
 			n += len(s.Pods)
 		}
 	}
 	return n
+}
+
+// SteadyState is how long the measured operation keeps its pods in a
+// steady state (0 when it does not).
+func (e *Expanded) SteadyState() time.Duration {
+	for _, s := range e.Steps {
+		if s.CollectMetrics && s.SteadyState {
+			return s.Duration
+		}
+	}
+	return 0
 }
 
 // NodeCount counts the nodes the workload creates.
@@ -195,7 +216,25 @@ func (tc *TestCase) expandOp(op *Op, index int, w *Workload) (Step, error) {
 		if step.Namespace == "" {
 			step.Namespace = fmt.Sprintf("namespace-%d", index)
 		}
-		step.CollectMetrics, step.SkipWait = op.CollectMetrics, op.SkipWaitToCompletion
+		step.CollectMetrics, step.SkipWait, step.SteadyState = op.CollectMetrics, op.SkipWaitToCompletion, op.SteadyState
+		if op.SteadyStateParam != "" {
+			v, ok := w.Params[strings.TrimPrefix(op.SteadyStateParam, "$")].(bool)
+			if !ok {
+				return step, fmt.Errorf("steadyState parameter %s of workload %s is not a bool", op.SteadyStateParam, w.Name)
+			}
+			step.SteadyState = v
+		}
+		if step.SteadyState {
+			if step.SkipWait {
+				return step, fmt.Errorf("skipWaitToCompletion and steadyState cannot both be set")
+			}
+			if step.Duration, err = opDuration(op, w); err != nil {
+				return step, err
+			}
+			if step.Duration <= 0 {
+				return step, fmt.Errorf("steadyState needs a duration > 0")
+			}
+		}
 		path := op.PodTemplatePath
 		if path == "" {
 			path = tc.DefaultPodTemplatePath
@@ -211,10 +250,10 @@ func (tc *TestCase) expandOp(op *Op, index int, w *Workload) (Step, error) {
 				return pod, t.render(params, i, count, pod)
 			}
 		}
-		for i := range n {
+		newPod := func(i int) (*corev1.Pod, error) {
 			pod, err := render(i, n)
 			if err != nil {
-				return step, err
+				return nil, err
 			}
 			if pod.Labels == nil {
 				pod.Labels = map[string]string{}
@@ -222,8 +261,49 @@ func (tc *TestCase) expandOp(op *Op, index int, w *Workload) (Step, error) {
 			// scheduler_perf labels every pod with its signature (one per
 			// pod unless a batch size says otherwise).
 			pod.Labels["signature"] = fmt.Sprintf("signature-label-%d", i)
+			return pod, nil
+		}
+		for i := range n {
+			pod, err := newPod(i)
+			if err != nil {
+				return step, err
+			}
 			step.Pods = append(step.Pods, pod)
 		}
+		if step.SteadyState {
+			step.NewPod = newPod
+		}
+	case OpCreateAny:
+		if op.TemplatePath == "" {
+			return step, fmt.Errorf("templatePath must be set")
+		}
+		n, err := op.count(w)
+		if err != nil {
+			return step, err
+		}
+		t, err := parseTemplate(tc.path(op.TemplatePath))
+		if err != nil {
+			return step, err
+		}
+		step.Namespace = op.Namespace
+		for i := range n {
+			obj := &unstructured.Unstructured{}
+			if err := t.render(params, i, n, &obj.Object); err != nil {
+				return step, err
+			}
+			if obj.GetKind() == "" || obj.GetAPIVersion() == "" {
+				return step, fmt.Errorf("%s renders an object without apiVersion and kind", op.TemplatePath)
+			}
+			step.Objects = append(step.Objects, obj)
+		}
+	case OpAllocResourceClaims:
+		step.Namespace = op.Namespace
+	case OpStartCollectingMetrics:
+		if len(op.Namespaces) == 0 {
+			return step, fmt.Errorf("namespaces must be set")
+		}
+		step.Namespaces, step.LabelSelector = op.Namespaces, op.LabelSelector
+	case OpStopCollectingMetrics:
 	case OpBarrier:
 		step.Namespaces, step.LabelSelector = op.Namespaces, op.LabelSelector
 		step.Stage = op.StageRequirement
@@ -234,22 +314,31 @@ func (tc *TestCase) expandOp(op *Op, index int, w *Workload) (Step, error) {
 			return step, fmt.Errorf("stageRequirement %q: want %s or %s", step.Stage, StageScheduled, StageAttempted)
 		}
 	case OpSleep:
-		d := op.Duration
-		if op.DurationParam != "" {
-			name := strings.TrimPrefix(op.DurationParam, "$")
-			v, ok := w.Params[name].(string)
-			if !ok {
-				return step, fmt.Errorf("duration parameter %s of workload %s is not a string", name, w.Name)
-			}
-			d = v
-		}
-		if step.Sleep, err = time.ParseDuration(d); err != nil {
-			return step, fmt.Errorf("duration %q: %w", d, err)
+		if step.Sleep, err = opDuration(op, w); err != nil {
+			return step, err
 		}
 	default:
 		return step, fmt.Errorf("opcode %q is not supported", op.Opcode)
 	}
 	return step, nil
+}
+
+// opDuration is an op's duration, or the workload parameter it names.
+func opDuration(op *Op, w *Workload) (time.Duration, error) {
+	d := op.Duration
+	if op.DurationParam != "" {
+		name := strings.TrimPrefix(op.DurationParam, "$")
+		v, ok := w.Params[name].(string)
+		if !ok {
+			return 0, fmt.Errorf("duration parameter %s of workload %s is not a string", name, w.Name)
+		}
+		d = v
+	}
+	out, err := time.ParseDuration(d)
+	if err != nil {
+		return 0, fmt.Errorf("duration %q: %w", d, err)
+	}
+	return out, nil
 }
 
 // defaultNode is scheduler_perf's node when a createNodes op names no

@@ -157,6 +157,21 @@ func TestUnsupportedIsRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), `"churn"`)
 
 	dir = writeConfig(t, `
+- name: Volumes
+  workloadTemplate:
+  - opcode: createPods
+    count: 1
+    persistentVolumeTemplatePath: pv.yaml
+  workloads:
+  - name: w
+`, nil)
+	_, err = Load(filepath.Join(dir, ConfigFile))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "persistentVolumeTemplatePath")
+
+	// A steady state without its duration cannot be replayed as upstream
+	// runs it.
+	dir = writeConfig(t, `
 - name: Steady
   workloadTemplate:
   - opcode: createPods
@@ -165,9 +180,60 @@ func TestUnsupportedIsRefused(t *testing.T) {
   workloads:
   - name: w
 `, nil)
-	_, err = Load(filepath.Join(dir, ConfigFile))
+	cases, err := Load(filepath.Join(dir, ConfigFile))
+	require.NoError(t, err)
+	_, err = Expand(cases[0], &cases[0].Workloads[0])
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "steadyState")
+	assert.Contains(t, err.Error(), "duration")
+}
+
+// Upstream's dra workloads load and expand: objects of any kind from
+// templates, claims allocated without pods, steady states with their
+// durations, and windows bracketed by operations of their own.
+func TestUpstreamDRAConfigsLoad(t *testing.T) {
+	root := upstreamDir(t)
+	integration, err := Select(root, DRA, IntegrationFilter, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, integration)
+	// Two of the performance set: expanding all of it takes minutes.
+	performance, err := Select(root, DRA, PerformanceFilter, []string{"SchedulingWithResourceClaimTemplate/empty_500nodes", "PublishResourceSlices/500nodes"})
+	require.NoError(t, err)
+	require.Len(t, performance, 2)
+	kinds := map[string]bool{}
+	for _, s := range integration {
+		e, err := s.Expand()
+		require.NoError(t, err, s.Name())
+		assert.Positive(t, e.NodeCount(), s.Name())
+		assert.True(t, e.Gates["DynamicResourceAllocation"], "%s runs with DRA", s.Name())
+		for _, st := range e.Steps {
+			for _, o := range st.Objects {
+				kinds[o.GetKind()] = true
+			}
+			assert.False(t, st.SteadyState, "%s: integration sizes do not run in a steady state", s.Name())
+		}
+	}
+	for _, k := range []string{"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"} {
+		assert.True(t, kinds[k], "some integration workload creates a %s", k)
+	}
+	var steady, windows int
+	for _, s := range performance {
+		e, err := s.Expand()
+		require.NoError(t, err, s.Name())
+		for _, st := range e.Steps {
+			if st.SteadyState {
+				steady++
+				assert.Positive(t, st.Duration, s.Name())
+				p, err := st.NewPod(len(st.Pods))
+				require.NoError(t, err, s.Name())
+				assert.NotEmpty(t, p.Spec.ResourceClaims, "%s: a further pod of the steady state claims devices", s.Name())
+			}
+			if st.Opcode == OpStartCollectingMetrics {
+				windows++
+			}
+		}
+	}
+	assert.Positive(t, steady, "the performance set keeps clusters in a steady state")
+	assert.Positive(t, windows, "PublishResourceSlices measures a window of its own")
 }
 
 func TestDefaultsParamsAndTemplateFunctions(t *testing.T) {
