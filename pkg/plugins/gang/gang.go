@@ -193,6 +193,9 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt
 	}
 	fed.SubscribeGone(pl.forgetVerdict)
 	rt.Register(ctx, h, pl)
+	// Read outside the build below: Shared holds the instance's lock
+	// while it builds.
+	promises := pluginrt.PromisesOf(inst)
 	// The first profile's plugin builds what every profile shares; its
 	// args (bindConcurrency, Permit timeouts) are the ones that count.
 	pl.shared, err = pluginrt.Shared(inst, Name, func() (*shared, error) {
@@ -201,7 +204,7 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt
 			return nil, err
 		}
 		s := &shared{status: inst.Status, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}, room: newMinRoom(), drain: d, lifetime: ctx,
-			mends: newMends(), promises: pluginrt.PromisesOf(inst)}
+			mends: newMends(), promises: promises}
 		pl.shared = s
 		s.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
 		nodes := h.SharedInformerFactory().Core().V1().Nodes()
