@@ -510,3 +510,77 @@ func (c *Cache) GroupOf(uid types.UID) (Key, bool) {
 	k, ok := c.pods[uid]
 	return k, ok
 }
+
+// StateOf returns the state of a tracked pod; false for a pod in no group
+// the cache knows.
+func (c *Cache) StateOf(uid types.UID) (State, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	k, ok := c.pods[uid]
+	if !ok {
+		return 0, false
+	}
+	g := c.groups[k]
+	if g == nil || g.members[uid] == nil {
+		return 0, false
+	}
+	return g.members[uid].State, true
+}
+
+// MarkQueued records that the scheduling queue has filed the pod (a
+// PreEnqueue plugin saw it): from then on a nomination made for it stays,
+// where the queue filing a pod it has not seen yet drops any nomination
+// its status does not carry.
+func (c *Cache) MarkQueued(uid types.UID) {
+	c.mu.RLock()
+	k, ok := c.pods[uid]
+	var m *Member
+	if ok && c.groups[k] != nil {
+		m = c.groups[k].members[uid]
+	}
+	queued := m == nil || m.queued
+	c.mu.RUnlock()
+	if queued {
+		return
+	}
+	c.mu.Lock()
+	if k2, ok := c.pods[uid]; ok && k2 == k && c.groups[k] != nil && c.groups[k].members[uid] == m {
+		m.queued = true
+	}
+	c.mu.Unlock()
+}
+
+// Queued reports whether the scheduling queue has filed the tracked pod
+// (MarkQueued); true for a pod the cache does not track.
+func (c *Cache) Queued(uid types.UID) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	k, ok := c.pods[uid]
+	if !ok || c.groups[k] == nil || c.groups[k].members[uid] == nil {
+		return true
+	}
+	return c.groups[k].members[uid].queued
+}
+
+// SubtreeScheduledBound returns the bound members of group k and the
+// groups below it that a scheduler bound (Member.scheduled), in no
+// particular order: the members a gang left below its minimum after a
+// failed bind holds on their nodes. Pods created with spec.nodeName, or
+// labelled into the group while running, are not among them.
+func (c *Cache) SubtreeScheduledBound(k Key) []*corev1.Pod {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	g := c.groups[k]
+	if g == nil {
+		return nil
+	}
+	var out []*corev1.Pod
+	c.walkLeavesLocked(g, c.depthLocked(k), func(l *Group) {
+		for _, m := range l.byState[Bound] {
+			if m.scheduled {
+				out = append(out, m.Pod)
+			}
+		}
+	})
+	return out
+}

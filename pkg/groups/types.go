@@ -202,6 +202,9 @@ type Member struct {
 	// bound it). A pod created with spec.nodeName, or labelled into the
 	// group while running, is bound without being scheduled.
 	scheduled bool
+	// queued: a PreEnqueue plugin saw the pod, so the scheduling queue has
+	// filed it (Cache.MarkQueued).
+	queued bool
 }
 
 // Group is one node of a group tree. Its fields are a snapshot: callers get

@@ -225,9 +225,11 @@ func assumedIn(c *sandbox.Cluster, ns string) map[string]string {
 }
 
 // TestBindFailureRecovers: the API server refuses to bind one member (an
-// admission policy stands in for a failing node or webhook). Bound members
-// are never unbound by the scheduler; the failed member keeps retrying into
-// its gang and completes it once binding works again.
+// admission policy stands in for a failing node or webhook). Within
+// permitWaitingTimeSeconds the bound members stay bound; the failed member
+// keeps retrying into its gang and completes it once binding works again.
+// (Refused for longer, the bound members are evicted:
+// TestGangBindRefusedForGoodEvictsItsBoundMembers.)
 func TestBindFailureRecovers(t *testing.T) {
 	c := startCluster(t, sandbox.Options{Scheduler: true})
 	addNodes(t, c, "n", 3, "4", 0)

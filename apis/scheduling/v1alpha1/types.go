@@ -50,6 +50,15 @@ const (
 	ReasonPreemptionByScheduler = "PreemptionByScheduler"
 	ReasonPreferred             = "Preferred"
 	ReasonFellBack              = "FellBack"
+	// ReasonBindFailed: members of the gang are bound, but a binding
+	// failed after Permit (or a scheduler stopped during the binds), and
+	// the gang has until permitWaitingTimeSeconds later to reach its
+	// minimum.
+	ReasonBindFailed = "BindFailed"
+	// ReasonGangIncomplete: the gang did not reach its minimum in that
+	// time, and the members the scheduler had bound were evicted so that
+	// the gang starts over as a unit.
+	ReasonGangIncomplete = "GangIncomplete"
 )
 
 // PreemptionPolicy says whether a group may preempt lower-priority pods.

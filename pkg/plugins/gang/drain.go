@@ -68,17 +68,18 @@ func (d *Drain) admit(group string, pods []*corev1.Pod) bool {
 }
 
 // finish records that the bind of uid ended: bound, or given up (a bind
-// error, a rejected wait, a failed PreBind). Pods never admitted are
-// ignored: Unreserve also runs for members Permit did not let through.
-func (d *Drain) finish(uid types.UID, bound bool) {
+// error, a failed PreBind), and reports whether Permit had let it through.
+// Pods never admitted are ignored: Unreserve also runs for members Permit
+// did not let through.
+func (d *Drain) finish(uid types.UID, bound bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.admitted[uid]; !ok {
-		return
+		return false
 	}
 	delete(d.admitted, uid)
 	if !d.stopping {
-		return
+		return true
 	}
 	if bound {
 		d.bound++
@@ -88,6 +89,7 @@ func (d *Drain) finish(uid types.UID, bound bool) {
 	if len(d.admitted) == 0 {
 		close(d.idle)
 	}
+	return true
 }
 
 // Stop makes Permit refuse from now on and returns how many binds, of how

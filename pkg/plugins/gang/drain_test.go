@@ -18,6 +18,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -101,6 +102,10 @@ func (h *drainHandle) SharedInformerFactory() informers.SharedInformerFactory {
 }
 func (h *drainHandle) APICacher() fwk.APICacher { return nil }
 
+// EventRecorder drops events: a member whose bind fails after Permit gets
+// one (mend.go).
+func (h *drainHandle) EventRecorder() events.EventRecorderLogger { return events.NewFakeRecorder(100) }
+
 type recordingWaitingPod struct {
 	fwk.WaitingPod
 	pod               *corev1.Pod
@@ -121,7 +126,7 @@ func drainGang(t *testing.T, h *drainHandle, ctx context.Context) *Gang {
 	args, err := DecodeArgs(nil)
 	require.NoError(t, err)
 	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{}}
-	pl.shared = &shared{status: &groupstatus.Writer{}, events: newEventDedup(), attempts: newAttempts(),
+	pl.shared = &shared{status: &groupstatus.Writer{}, events: newEventDedup(), attempts: newAttempts(), mends: newMends(),
 		binds: newBindSlots(1), complete: map[groups.Key]bool{}, capacity: newCapacity(corelisters.NewNodeLister(nodes)),
 		drain: NewDrain(), lifetime: ctx, room: newMinRoom()}
 	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)

@@ -119,6 +119,12 @@ type shared struct {
 	// lifetime ends with the scheduler instance; binding requests run
 	// until then rather than until their cycle ends (bindpace.go).
 	lifetime context.Context
+	// mends are the recoveries of gangs bound below their minimum
+	// (mend.go).
+	mends *mends
+	// promises is the room promised to pending members that the queue
+	// may have dropped (pluginrt.Promises), shared with PhalanxTopology.
+	promises *pluginrt.Promises
 
 	mu sync.Mutex
 	// complete remembers which hierarchies had all their members present,
@@ -187,6 +193,9 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt
 	}
 	fed.SubscribeGone(pl.forgetVerdict)
 	rt.Register(ctx, h, pl)
+	// Read outside the build below: Shared holds the instance's lock
+	// while it builds.
+	promises := pluginrt.PromisesOf(inst)
 	// The first profile's plugin builds what every profile shares; its
 	// args (bindConcurrency, Permit timeouts) are the ones that count.
 	pl.shared, err = pluginrt.Shared(inst, Name, func() (*shared, error) {
@@ -194,7 +203,8 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt
 		if err != nil {
 			return nil, err
 		}
-		s := &shared{status: inst.Status, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}, room: newMinRoom(), drain: d, lifetime: ctx}
+		s := &shared{status: inst.Status, events: newEventDedup(), attempts: newAttempts(), binds: newBindSlots(int(args.BindConcurrency)), jobs: jobs, complete: map[groups.Key]bool{}, room: newMinRoom(), drain: d, lifetime: ctx,
+			mends: newMends(), promises: promises}
 		pl.shared = s
 		s.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
 		nodes := h.SharedInformerFactory().Core().V1().Nodes()
@@ -208,6 +218,7 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt
 			<-ctx.Done()
 			s.attempts.reset()
 			s.deadlines.stop()
+			s.mends.stop()
 		}()
 		return s, nil
 	})
@@ -242,6 +253,11 @@ func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 		pods = pl.handle.SharedInformerFactory().Core().V1().Pods().Lister()
 	}
 	pl.groups.EnsurePod(pod, pods)
+	// From now on the queue keeps a nomination made for the pod; a plan
+	// that nominated it before (PhalanxTopology) has it nominated again
+	// by the next cycle (pluginrt.Promises). Only marked here: nominating
+	// under the queue's lock, which PreEnqueue runs under, would deadlock.
+	pl.groups.MarkQueued(pod.UID)
 	ok, short, err := pl.groups.Quorum(pod, groups.ByExisting)
 	var invalid *groups.InvalidError
 	if errors.As(err, &invalid) {
@@ -285,6 +301,9 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		// a member; there is nothing to validate or hold.
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	// Every cycle, before any Filter reads nominations: room promised to
+	// members the queue dropped the nomination of is nominated again.
+	pl.shared.promises.Keep(klog.FromContext(ctx), pl.handle, pl.groups)
 	v := pl.groups.ViewFor(state, pod)
 	if !v.Grouped {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -323,6 +342,9 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 	if msg := pl.minResourcesWait(pod, ch); msg != "" {
 		pl.shared.status.Set(ch.Leaf().Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 		return nil, refuse(state, pluginrt.GroupInfeasible, msg)
+	}
+	if v.Gang {
+		pl.mendIfLeftPartial(pod, v)
 	}
 	return nil, nil
 }
@@ -471,10 +493,14 @@ func (pl *Gang) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Pod
 // Unreserve undoes Reserve and releases every waiting member of the
 // hierarchy: a gang whose member failed cannot reach quorum this round,
 // and its reservations would only block others.
-func (pl *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ string) {
+func (pl *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, node string) {
 	pl.groups.MarkPending(pod)
 	pl.shared.binds.release(pod.UID)
-	pl.shared.drain.finish(pod.UID, false)
+	if pl.shared.drain.finish(pod.UID, false) {
+		// Permit had let it through: its binding failed, and its siblings
+		// may be bound without it.
+		pl.bindFailed(state, pod, node)
+	}
 	pl.rejectWaiting(ctx, state, pod, fmt.Sprintf("member %s/%s was released; the gang retries as a unit", pod.Namespace, pod.Name))
 }
 
@@ -853,6 +879,7 @@ func (pl *Gang) groupChanged(k groups.Key, object bool) {
 			}
 		}
 	}
+	pl.mendMaybeDone(k)
 	for _, key := range keys {
 		if sat, have, _ := pl.groups.Satisfied(key, groups.ByBound); sat && have > 0 {
 			msg := fmt.Sprintf("%d %s bound", have, map[bool]string{true: "pods", false: "child groups"}[key.Kind != groups.CompositeKind])
@@ -878,6 +905,9 @@ func (pl *Gang) forgetGroup(k groups.Key) {
 	// rejects them, but the cache may no longer say which gang they were.
 	pl.shared.deadlines.done(k)
 	pl.shared.attempts.forget(k)
+	if m := pl.shared.mends.forget(k); m != nil {
+		pl.endPromises(m)
+	}
 	pl.shared.status.Forget(k)
 }
 

@@ -53,7 +53,7 @@ func TestPerGroupStateFollowsGroupLifecycle(t *testing.T) {
 	args, err := DecodeArgs(nil)
 	require.NoError(t, err)
 	pl := &Gang{handle: lifecycleHandle{}, groups: fed, args: args, verdicts: map[groups.Key]verdict{}}
-	pl.shared = &shared{status: &groupstatus.Writer{}, events: newEventDedup(), attempts: newAttempts(),
+	pl.shared = &shared{status: &groupstatus.Writer{}, events: newEventDedup(), attempts: newAttempts(), mends: newMends(),
 		binds: newBindSlots(1), complete: map[groups.Key]bool{}, capacity: newCapacity(corelisters.NewNodeLister(nodes)), room: newMinRoom()}
 	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
 	defer pl.shared.deadlines.stop()

@@ -50,12 +50,19 @@ var (
 		Help:           "Binding requests holding a slot: sent, or about to be, and not yet answered.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	gangRecoveries = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "phalanx_gang_recoveries_total",
+		Help: "Gangs bound below their minimum (a binding failed after Permit, or a scheduler stopped during the binds), " +
+			"by event: opened (the recovery started), whole (the gang reached its minimum in time), " +
+			"evicted (its bound members were evicted after permitWaitingTimeSeconds).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"event"})
 	registerMetrics sync.Once
 )
 
 func init() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(groupSchedulingDuration, gangAttempts, groupsWaiting, bindSlotWait, bindsInFlight)
+		legacyregistry.MustRegister(groupSchedulingDuration, gangAttempts, groupsWaiting, bindSlotWait, bindsInFlight, gangRecoveries)
 	})
 }
 
@@ -181,3 +188,8 @@ func (pl *Gang) hierarchyOf(uid types.UID) (groups.Key, bool) {
 	}
 	return leaf, true
 }
+
+// recovery counts an event of a gang's recovery (mend.go). The counter is
+// looked up at each use: a vector hands out working counters only once
+// registered.
+func recovery(event string) { gangRecoveries.WithLabelValues(event).Inc() }

@@ -24,6 +24,7 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
@@ -199,4 +200,43 @@ func TestRefusalCountsSiblingsTheQueueNominatedThere(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []int{1}, caps, "the node held g-2 when it refused g-0")
+}
+
+// TestPlannedMemberFiledLateKeepsItsNode: the group cache can see a member
+// before the scheduling queue does, and a plan made in between nominates
+// it; the queue then files the member with the nomination its status
+// carries (none) and the room is free for any pod. The plan therefore
+// promises the node to every member the queue had not filed, and the next
+// scheduling cycle nominates it again; the promise ends once the queue has
+// filed the member. Members the queue had filed get no promise.
+func TestPlannedMemberFiledLateKeepsItsNode(t *testing.T) {
+	tp, h, members := nominationFixtureWith(t, "3", "3", []string{"", "", ""})
+	tp.promises = pluginrt.NewPromises()
+	late := members[2]
+	for _, m := range members[:2] {
+		tp.groups.MarkQueued(m.UID)
+	}
+	_, st := tp.PreFilter(context.Background(), framework.NewCycleState(), members[0], nil)
+	require.True(t, st.IsSuccess(), "%v", st)
+	node, ok := h.nominationOf(late.Name)
+	require.True(t, ok, "the plan nominates the late member")
+	assert.Equal(t, 1, tp.promises.Len(), "only the member the queue has not filed holds a promise")
+	assert.Equal(t, node, tp.promises.Node(late.UID))
+
+	// The queue files the late member: its nomination goes, and PreEnqueue
+	// marks it filed.
+	h.DeleteNominatedPodIfExists(late)
+	tp.groups.MarkQueued(late.UID)
+	// The next cycle, before any Filter.
+	tp.promises.Keep(klog.Background(), h, tp.groups)
+	got, ok := h.nominationOf(late.Name)
+	assert.True(t, ok, "the late member is nominated again")
+	assert.Equal(t, node, got)
+	assert.Zero(t, tp.promises.Len(), "the promise ends once the queue has filed the member")
+
+	// A later drop of the plan withdraws its nominations for good.
+	tp.drop(groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"})
+	tp.promises.Keep(klog.Background(), h, tp.groups)
+	_, ok = h.nominationOf(late.Name)
+	assert.False(t, ok)
 }

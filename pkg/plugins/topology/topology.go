@@ -182,6 +182,9 @@ type Topology struct {
 	resv *reserver
 	// runCtx is the plugin's context, for the reservation sweep.
 	runCtx context.Context
+	// promises keeps the plans' nodes of members the queue had not filed
+	// yet when they were nominated (pluginrt.Promises).
+	promises *pluginrt.Promises
 }
 
 var (
@@ -220,6 +223,7 @@ func newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *plug
 		podLister:      h.SharedInformerFactory().Core().V1().Pods().Lister(),
 	}
 	t.runCtx = ctx
+	t.promises = pluginrt.PromisesOf(inst)
 	if args.Reservation != nil {
 		t.resv = newReserver(t, *args.Reservation, h.SharedInformerFactory().Core().V1().Nodes().Lister())
 		fed.SubscribeGone(t.resv.forget)
@@ -413,6 +417,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 		p.assignments = result.Assignments
 		p.domains = result.Domains
 		p.nominated = planinput.Nominate(logger, t.handle, tree, result.Assignments, true)
+		t.promise(p)
 		if stale := planinput.StaleStatusNominations(tree, result.Assignments); len(stale) > 0 {
 			go t.correctStatusNominations(t.runCtx, stale)
 		}
@@ -439,6 +444,27 @@ func (t *Topology) unnominate(old, replacement *plan) {
 			}
 		}
 		t.handle.DeleteNominatedPodIfExists(pod)
+		t.promises.Withdraw(pod.UID, pluginrt.PlanPromise)
+	}
+}
+
+// promise records p's node for each member it nominated that the
+// scheduling queue has not filed yet: filing it, the queue drops the
+// nomination (it takes the one the pod's status carries), and the room
+// would go to the next pod. The gang plugin nominates it again each cycle
+// until the queue has filed it. A member keeping a node after a failed
+// binding has its promise moved to where this plan puts it.
+func (t *Topology) promise(p *plan) {
+	if t.promises == nil {
+		return
+	}
+	for _, pod := range p.nominated {
+		node := p.assignments[planinput.PodKey(pod)]
+		if !t.groups.Queued(pod.UID) {
+			t.promises.Promise(pod, node, pluginrt.PlanPromise)
+		} else {
+			t.promises.Move(pod.UID, node)
+		}
 	}
 }
 

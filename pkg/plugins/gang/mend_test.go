@@ -1,0 +1,149 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
+)
+
+// TestPartlyBoundGangsANewSchedulerRecovers: a scheduler that finds a
+// gang of 3 with 2 members bound and 1 pending opens a recovery only when
+// the binds stopped half way: the pending member was there before them,
+// a scheduler bound them, and nothing of the gang ran. Gangs below their
+// minimum for other reasons are left as they are.
+func TestPartlyBoundGangsANewSchedulerRecovers(t *testing.T) {
+	bindTime := time.Now().Add(-time.Minute).Truncate(time.Second)
+	cases := []struct {
+		name string
+		// listed: the bound members come from the informer's initial list
+		// (an earlier scheduler may have bound them); else they are first
+		// seen bound (created with spec.nodeName).
+		listed bool
+		// pendingAt is the pending member's creation, relative to the binds.
+		pendingAt time.Duration
+		// succeeded: a third bound member ran to completion.
+		succeeded bool
+		// sawWhole: this scheduler saw the gang's minimum bound.
+		sawWhole bool
+		want     bool
+	}{
+		{name: "binds stopped half way", listed: true, pendingAt: -time.Second, want: true},
+		{name: "pending member created in the second of the binds", listed: true, pendingAt: 0, want: true},
+		{name: "replacement created after the binds", listed: true, pendingAt: 10 * time.Second},
+		{name: "members created on their nodes", pendingAt: -time.Second},
+		{name: "a member succeeded", listed: true, pendingAt: -time.Second, succeeded: true},
+		{name: "seen whole before", listed: true, pendingAt: -time.Second, sawWhole: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pl := mendGang(t)
+			member := func(i int) *corev1.Pod {
+				p := labelMember("g", i)
+				p.Labels[v1alpha1.LightweightMinAvailableLabel] = strconv.Itoa(3)
+				p.CreationTimestamp = metav1.NewTime(bindTime.Add(-time.Hour))
+				return p
+			}
+			bound := func(i int) *corev1.Pod {
+				p := member(i)
+				p.Spec.NodeName = fmt.Sprintf("n-%d", i)
+				p.Status.Phase = corev1.PodRunning
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(bindTime)}}
+				return p
+			}
+			add := pl.groups.OnPod
+			if tc.listed {
+				add = func(obj interface{}) { pl.groups.AddListedPod(obj.(*corev1.Pod)) }
+			}
+			add(bound(0))
+			add(bound(1))
+			if tc.succeeded {
+				done := bound(3)
+				done.Status.Phase = corev1.PodSucceeded
+				add(done)
+			}
+			leaf := groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"}
+			if tc.sawWhole {
+				add(bound(4))
+				pl.mendMaybeDone(leaf)
+				pl.groups.OnPodDeleted(bound(4))
+				pl.mendMaybeDone(leaf)
+			}
+			pending := member(2)
+			pending.CreationTimestamp = metav1.NewTime(bindTime.Add(tc.pendingAt))
+			pl.groups.OnPod(pending)
+
+			pl.mendIfLeftPartial(pending, pl.groups.Resolve(pending))
+			pl.shared.mends.mu.Lock()
+			_, opened := pl.shared.mends.open[leaf]
+			pl.shared.mends.mu.Unlock()
+			assert.Equal(t, tc.want, opened)
+		})
+	}
+}
+
+// TestRetryKeepsTheFailedMembersNode: a member whose binding failed after
+// Permit holds its node (a retry promise) while its gang is below its
+// minimum; the recovery ends, and the promise with it, once the gang's
+// minimum is bound.
+func TestRetryKeepsTheFailedMembersNode(t *testing.T) {
+	pl := mendGang(t)
+	ctx := context.Background()
+	var members []*corev1.Pod
+	for i := 0; i < 2; i++ {
+		members = append(members, labelMember("g", i))
+		pl.groups.OnPod(members[i])
+	}
+	for _, m := range members {
+		require.Nil(t, pl.Reserve(ctx, nil, m, "n-"+m.Name))
+	}
+	// Permit let both through together.
+	require.True(t, pl.shared.drain.admit("label group ns/g", members))
+
+	pl.Unreserve(ctx, nil, members[0], "n-g-0")
+	assert.Equal(t, "n-g-0", pl.shared.promises.Node(members[0].UID), "the failed member keeps its node")
+	leaf := groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"}
+	pl.shared.mends.mu.Lock()
+	m := pl.shared.mends.open[leaf]
+	pl.shared.mends.mu.Unlock()
+	require.NotNil(t, m, "the gang's recovery is open")
+	assert.WithinDuration(t, time.Now().Add(pl.args.permitTimeout()), m.deadline, 5*time.Second)
+
+	for _, p := range members {
+		b := p.DeepCopy()
+		b.Spec.NodeName = "n-" + p.Name
+		pl.groups.OnPod(b)
+	}
+	pl.mendMaybeDone(leaf)
+	pl.shared.mends.mu.Lock()
+	_, open := pl.shared.mends.open[leaf]
+	pl.shared.mends.mu.Unlock()
+	assert.False(t, open, "the recovery ends once the gang is whole")
+	assert.Zero(t, pl.shared.promises.Len())
+}
+
+func mendGang(t *testing.T) *Gang {
+	t.Helper()
+	h := &drainHandle{}
+	args, err := DecodeArgs(nil)
+	require.NoError(t, err)
+	pl := &Gang{handle: h, groups: groups.NewFed(), args: args, verdicts: map[groups.Key]verdict{}}
+	pl.shared = &shared{status: &groupstatus.Writer{}, events: newEventDedup(), attempts: newAttempts(), mends: newMends(),
+		promises: pluginrt.NewPromises(), binds: newBindSlots(1), complete: map[groups.Key]bool{},
+		drain: NewDrain(), lifetime: context.Background(), room: newMinRoom()}
+	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
+	t.Cleanup(pl.shared.deadlines.stop)
+	t.Cleanup(pl.shared.mends.stop)
+	return pl
+}
