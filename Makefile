@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := bin
 # Packages whose tests link no API server: the fast loop, run with -race.
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /pkg/generated -e /pkg/sandbox -e '/pkg/bench$$' -e /cmd/)
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /pkg/generated -e /tools/sandbox -e '/tools/bench$$' -e /cmd/)
 # Generous: on a fresh 2-core machine the suite takes about 20 minutes, but
 # a shared, loaded one can take twice that.
 INTEGRATION_TIMEOUT ?= 60m
@@ -22,7 +22,7 @@ FUZZTIME ?= 10s
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/ ./cmd/... ./tools/cmd/...
 
 tools:
 	hack/build-tools.sh
@@ -45,7 +45,7 @@ verify:
 	$(GO) mod tidy -diff
 
 lint: tools
-	@out=$$(gofmt -l apis cmd config manifests pkg test); \
+	@out=$$(gofmt -l apis cmd config hack manifests pkg test tools); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(BIN)/staticcheck $$($(GO) list ./... | grep -v /pkg/generated/)
@@ -63,7 +63,7 @@ testreport:
 test-unit: testreport
 	set -o pipefail; $(GO) test -race -count=1 -json $(UNIT_PKGS) 2>&1 | $(TESTREPORT)
 
-# pkg/bench's own tests link the API server (through pkg/sandbox), so they
+# tools/bench's own tests link the API server (through tools/sandbox), so they
 # run here rather than in test-unit.
 # The integration tests run in INTEGRATION_SHARDS processes at once
 # (hack/shardtest: they share process-wide state, so not with t.Parallel),
@@ -78,7 +78,7 @@ test-integration: testreport
 	$(GO) test -c -o $(BIN)/integration.test ./test/integration
 	set -o pipefail; ( $(BIN)/shardtest -binary $(abspath $(BIN))/integration.test -dir test/integration \
 	    -package $(INTEGRATION_PKG) -shards $(INTEGRATION_SHARDS) -times $(INTEGRATION_TIMES) -timeout $(INTEGRATION_TIMEOUT) && \
-	  $(GO) test -count=1 -json ./pkg/bench/ ) 2>&1 | $(TESTREPORT)
+	  $(GO) test -count=1 -json ./tools/bench/ ) 2>&1 | $(TESTREPORT)
 
 integration-times:
 	grep -P '^$(INTEGRATION_PKG)\t' $(TEST_TIMES) | cut -f1-3 | sort > $(INTEGRATION_TIMES)
@@ -138,7 +138,7 @@ PERF_CONFIGS ?=
 PERF_ARMS ?= phalanx-proc,upstream
 PERF_JSON ?= .phalanx/upstream-perf.json
 upstream-perf:
-	$(GO) build -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
+	$(GO) build -o $(BIN)/phalanx-sim ./tools/cmd/phalanx-sim
 	@mkdir -p $(dir $(PERF_JSON))
 	$(BIN)/phalanx-sim upstream-perf --labels '$(PERF_LABELS)' --workloads '$(PERF_WORKLOADS)' $(if $(PERF_CONFIGS),--configs '$(PERF_CONFIGS)') --arms $(PERF_ARMS) --json $(PERF_JSON)
 
@@ -147,7 +147,7 @@ upstream-perf:
 # report; then the local sandbox to play with: a control plane, 32 simulated
 # GPU nodes in 2 zones × 4 racks, and the Phalanx scheduler, in one process.
 run:
-	$(GO) build -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
+	$(GO) build -o $(BIN)/phalanx-sim ./tools/cmd/phalanx-sim
 	$(GO) build -o $(BIN)/kubectl-phalanx ./cmd/kubectl-phalanx
 	$(BIN)/phalanx-sim run --report .phalanx/report.html all
 	@echo "The report, a picture of the cluster after every step: .phalanx/report.html"

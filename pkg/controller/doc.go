@@ -3,7 +3,7 @@
 // users and workload controllers declare into group objects and keep those
 // objects' bookkeeping current, from shared informers and client-go
 // workqueues. Controllers bundles them; cmd/phalanx-controller runs it under
-// leader election and pkg/sandbox runs it in-process.
+// leader election and tools/sandbox runs it in-process.
 //
 // # Workload controller
 //

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/phalanx-sched/phalanx/pkg/bench"
-	"github.com/phalanx-sched/phalanx/pkg/bench/report"
+	"github.com/phalanx-sched/phalanx/tools/bench"
+	"github.com/phalanx-sched/phalanx/tools/bench/report"
 )
 
 // Every quick case runs under Phalanx; the upstream and ceiling arms, whose
@@ -27,7 +27,7 @@ var benchComparisonCases = map[string]bool{
 	"GangScheduling/100Nodes_10Gangs_80Pods_4GPUsPerPod_DRA": true,
 }
 
-// TestBenchQuick runs `phalanx-sim bench --quick` through pkg/bench: every
+// TestBenchQuick runs `phalanx-sim bench --quick` through tools/bench: every
 // quick case under Phalanx (in-process), and some (benchComparisonCases)
 // under upstream kube-scheduler v1.37.2 (child process, native
 // scheduling.k8s.io/v1beta1 PodGroups, gates GenericWorkload and TopologyAwareWorkloadScheduling, plus

@@ -25,7 +25,7 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
-	"github.com/phalanx-sched/phalanx/pkg/sandbox"
+	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
 // draMember is a gang member that asks for one device of the sandbox

@@ -1,5 +1,5 @@
 // Package integration runs Phalanx end to end against the in-process control
-// plane of pkg/sandbox: real kube-apiserver, real CRDs, real scheduler. It is
+// plane of tools/sandbox: real kube-apiserver, real CRDs, real scheduler. It is
 // the only test package that links the API server, to keep builds cheap.
 package integration
 
@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/klog/v2"
 
-	"github.com/phalanx-sched/phalanx/pkg/sandbox"
+	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
 func TestMain(m *testing.M) {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/phalanx-sched/phalanx/config"
-	"github.com/phalanx-sched/phalanx/pkg/sandbox"
+	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
 // TestSlowGangOutlastsPermitTimeout: the Permit timeout is 3 s, but the

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/phalanx-sched/phalanx/pkg/sandbox"
-	"github.com/phalanx-sched/phalanx/pkg/sim"
+	"github.com/phalanx-sched/phalanx/tools/sandbox"
+	"github.com/phalanx-sched/phalanx/tools/sim"
 )
 
 // TestScenarios runs every built-in phalanx-sim scenario (the `make run`

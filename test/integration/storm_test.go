@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 
-	"github.com/phalanx-sched/phalanx/pkg/sandbox"
+	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
 // scheduleAttempts reads kube-scheduler's scheduler_schedule_attempts_total

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/phalanx-sched/phalanx/pkg/bench"
-	"github.com/phalanx-sched/phalanx/pkg/bench/report"
-	"github.com/phalanx-sched/phalanx/pkg/bench/schedperf"
+	"github.com/phalanx-sched/phalanx/tools/bench"
+	"github.com/phalanx-sched/phalanx/tools/bench/report"
+	"github.com/phalanx-sched/phalanx/tools/bench/schedperf"
 )
 
 // TestUpstreamSchedulerPerfWorkloads replays upstream kube-scheduler

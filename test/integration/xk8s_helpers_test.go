@@ -16,7 +16,7 @@ import (
 	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	xversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
-	"github.com/phalanx-sched/phalanx/pkg/sandbox"
+	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
 // Helpers for the scheduling.x-k8s.io (scheduler-plugins) dialect.

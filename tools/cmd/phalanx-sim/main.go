@@ -1,0 +1,146 @@
+// Command phalanx-sim is the local sandbox: a whole Kubernetes control plane
+// with simulated nodes and the Phalanx scheduler, in one process.
+//
+//	phalanx-sim up [flags]      start a cluster and serve until interrupted
+//
+// Scenario runs and benchmarks are further subcommands of the same tool.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/phalanx-sched/phalanx/tools/sandbox"
+)
+
+const usage = `phalanx-sim runs a Kubernetes sandbox with the Phalanx scheduler in one process.
+
+Usage:
+  phalanx-sim up [flags]   start the sandbox and serve until Ctrl-C
+  phalanx-sim run [flags] <file | name | all>   run scenarios and check their expectations (--list, --report)
+  phalanx-sim bench [flags] compare Phalanx with upstream kube-scheduler and the bind ceiling
+  phalanx-sim upstream-perf [flags] replay upstream's own scheduler_perf workloads under Phalanx and upstream
+
+Run "phalanx-sim <command> -h" for the flags of a command.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "up":
+		err = up(os.Args[2:])
+	case "run":
+		err = runCommand(os.Args[2:])
+	case "bench":
+		err = benchCommand(os.Args[2:])
+	case "upstream-perf":
+		err = upstreamPerfCommand(os.Args[2:])
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "phalanx-sim: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "phalanx-sim %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func up(args []string) error {
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	topo := sandbox.DefaultTopology()
+	fs.IntVar(&topo.Zones, "zones", topo.Zones, "number of zones")
+	fs.IntVar(&topo.RacksPerZone, "racks", topo.RacksPerZone, "racks per zone")
+	fs.IntVar(&topo.RacksPerBlock, "racks-per-block", topo.RacksPerBlock, "racks per block (topology.phalanx.dev/block); 0 labels no blocks")
+	fs.IntVar(&topo.NodesPerRack, "nodes", topo.NodesPerRack, "nodes per rack")
+	fs.IntVar(&topo.GPUs, "gpus-per-node", topo.GPUs, "nvidia.com/gpu per node")
+	fs.StringVar(&topo.CPU, "cpu", topo.CPU, "cpu per node")
+	fs.StringVar(&topo.Memory, "memory", topo.Memory, "memory per node")
+	draDevices := fs.Int("dra-devices", 0, "GPUs per node published as DRA devices (driver and DeviceClass "+sandbox.DeviceDriver+") through upstream's ResourceSlice controller; 0 publishes none")
+	kubeconfig := fs.String("kubeconfig", ".phalanx/kubeconfig", "where to write the admin kubeconfig")
+	dir := fs.String("dir", "", "data directory (default: a temporary directory removed on exit)")
+	verbosity := fs.Int("v", 0, "log verbosity of the control plane")
+	_ = fs.Parse(args)
+	quietLogs(*verbosity)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	start := time.Now()
+	fmt.Printf("Starting sandbox: %d zones × %d racks × %d nodes (%s cpu, %s memory, %d GPUs each)...\n",
+		topo.Zones, topo.RacksPerZone, topo.NodesPerRack, topo.CPU, topo.Memory, topo.GPUs)
+	cluster, err := sandbox.Start(ctx, sandbox.Options{
+		Dir:                  *dir,
+		KubeconfigPath:       *kubeconfig,
+		Topology:             &topo,
+		Scheduler:            true,
+		AlsoDefaultScheduler: true,
+		NodeAgent:            true,
+		Controllers:          true,
+		SchedulerPluginsCRD:  schedulerPluginsCRDAvailable(),
+		// KubeRay names this scheduler itself; serving it lets its
+		// objects in manifests/samples/scheduler-plugins run unchanged.
+		ExtraSchedulerNames: []string{"scheduler-plugins-scheduler"},
+		Diagnostics:         true,
+	})
+	if err != nil {
+		return err
+	}
+	defer cluster.Stop()
+	if *draDevices > 0 {
+		if err := sandbox.PublishDevices(ctx, cluster.Client, topo.Nodes(), sandbox.Devices{PerNode: *draDevices}); err != nil {
+			return fmt.Errorf("publish DRA devices: %w", err)
+		}
+		fmt.Printf("Published %d DRA devices per node (DeviceClass %s); try manifests/samples/dra-gang.yaml.\n", *draDevices, sandbox.DeviceClass)
+	}
+	fmt.Printf(`Sandbox ready in %.1fs: %d nodes, Phalanx serving schedulerName phalanx-scheduler, default-scheduler and scheduler-plugins-scheduler.
+
+  export KUBECONFIG=%s
+  kubectl get nodes -L topology.kubernetes.io/zone,topology.phalanx.dev/block,topology.phalanx.dev/rack
+  kubectl apply -f manifests/samples/
+  kubectl apply -f manifests/samples/scheduler-plugins/   # what Kubeflow, KubeRay and Spark create for scheduler-plugins
+
+kubectl phalanx asks the scheduler (diagnostics at %s; the kubeconfig says where):
+
+  export PATH=$PWD/bin:$PATH           # kubectl finds bin/kubectl-phalanx (make run builds it)
+  kubectl phalanx fit -f manifests/samples/rack-job.yaml
+  kubectl phalanx explain podgroup trainer
+  kubectl phalanx top
+
+Press Ctrl-C to stop.
+`, time.Since(start).Seconds(), topo.Size(), *kubeconfig, diagnosticsAddress(cluster))
+	<-ctx.Done()
+	fmt.Println("\nStopping sandbox...")
+	return nil
+}
+
+func diagnosticsAddress(c *sandbox.Cluster) string {
+	if s := c.Scheduler(); s != nil && s.Diagnostics() != nil {
+		return s.Diagnostics().Server
+	}
+	return "-"
+}
+
+// quietLogs keeps the control plane's own logging out of the user's way
+// unless asked for.
+func quietLogs(v int) {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("v", fmt.Sprint(v))
+	if v == 0 {
+		_ = fs.Set("logtostderr", "false")
+		_ = fs.Set("stderrthreshold", "FATAL")
+	}
+}
