@@ -69,7 +69,7 @@ test-unit: testreport
 # (hack/shardtest: they share process-wide state, so not with t.Parallel),
 # dealt longest first by the durations in INTEGRATION_TIMES; refresh that
 # file from a full run with `make integration-times`.
-INTEGRATION_SHARDS ?= 2
+INTEGRATION_SHARDS ?= 4
 INTEGRATION_TIMES ?= hack/integration-times.tsv
 INTEGRATION_PKG = github.com/phalanx-sched/phalanx/test/integration
 

@@ -6,8 +6,9 @@
 // one process they share process-wide state (feature gates flipped while a
 // scheduler is built, the metrics registry the bench reads), so they cannot
 // run with t.Parallel. Separate processes share nothing, and most of a
-// test's time is spent waiting on the scheduler, so two of them on two
-// cores take little more than half the time of one.
+// test's time is spent waiting on the scheduler (the suite used half a
+// core on average), so four of them on two cores take about a third of
+// the time of one.
 //
 // Tests are dealt to shards longest first (by the durations in -times, a
 // file of "package<TAB>test<TAB>seconds" lines such as testreport -record
