@@ -55,7 +55,7 @@ func (b *bindRefusal) refuses(pod string) bool {
 }
 
 // toggleBindRefusal runs before each action: with no refusal in force, one
-// time in five it starts one (two times in three for the pods of a
+// time in three it starts one (two times in three for the pods of a
 // member index, else for a node); with one in force, one time in two it
 // lifts it, and the gangs it held back must then become whole or entirely
 // unbound.
@@ -66,7 +66,7 @@ func (r *randomRunner) toggleBindRefusal() {
 		}
 		return
 	}
-	if r.chaos.Intn(5) != 0 {
+	if r.chaos.Intn(3) != 0 {
 		return
 	}
 	r.refusals++
@@ -271,12 +271,12 @@ func (r *randomRunner) probeBinding(refused bool) {
 	})
 }
 
-// graceVictim makes one in three of the pods below the top priority
+// graceVictim makes half the pods below the top priority
 // ignore SIGTERM with a grace period of 2 to 4 seconds: evicted, they stay
 // Terminating that long, holding their room, and a gang that preempted
 // them must wait rather than evict more.
 func (r *randomRunner) graceVictim(p *rPod, pod *corev1.Pod) {
-	if randomClasses[p.class] >= randomClasses["rnd-high"] || r.chaos.Intn(3) != 0 {
+	if randomClasses[p.class] >= randomClasses["rnd-high"] || r.chaos.Intn(2) != 0 {
 		return
 	}
 	if pod.Annotations == nil {
