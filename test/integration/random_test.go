@@ -48,14 +48,20 @@ var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-
 // finish pods (succeeded, or failed and retried) and are deleted, and
 // gangs whose members carry constraints the plan must honour: required
 // pod anti-affinity one per node, a host port, or DoNotSchedule topology
-// spread (random_churn_test.go). At every quiescent point it checks that:
+// spread (random_churn_test.go). Faults come on top, from a stream of
+// their own (random_faults_test.go): for a while the API server refuses
+// the bindings of pods of one member index, or to one node, and half the
+// pods below the top priority ignore SIGTERM for a grace period of a few
+// seconds. At every quiescent point it checks that:
 //   - no gang (a Job's too, against the minCount phalanx-controller gives
 //     it) is bound below minCount, and no gang composite has fewer than
 //     minGroupCount children at their minimum, except after the runner took
 //     bound pods away (deleted, evicted or finished a pod, deleted a node,
 //     raised minCount) or a single-mode group lost pods to preemption: the
 //     documented disturbed case, which ends once nothing of the group is
-//     bound;
+//     bound; or while a refused bind holds one of its pending members
+//     back, after which (the refusal lifted) the gang becomes whole or
+//     entirely unbound within the Permit timeout and a retry's backoff;
 //   - a label gang whose members disagree on min-available binds nothing,
 //     and its pending pods have an event naming the disagreement;
 //   - bound members keep their constraints: no two anti-affine members on
@@ -68,7 +74,12 @@ var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-
 //   - every pod that disappeared without the runner deleting it was
 //     preempted (an event says so) for a higher-priority pod that is now
 //     bound, and took the rest of its disruptionMode-all unit with it,
-//     whether a group or a single pod preempted;
+//     whether a group or a single pod preempted; or was a bound member of
+//     a gang a refused bind held below its minimum, evicted by the
+//     scheduler with an event saying so;
+//   - a gang evicts one wave of victims per preemption: none more than a
+//     second after an earlier victim of the same gang while that one is
+//     still terminating;
 //   - no pod stays assumed (waiting in Permit or binding) in the scheduler's
 //     cache or in Phalanx's group cache beyond the Permit timeout;
 //   - every pending PodGroup (or its composite) has a current
