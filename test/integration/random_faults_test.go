@@ -55,7 +55,7 @@ func (b *bindRefusal) refuses(pod string) bool {
 }
 
 // toggleBindRefusal runs before each action: with no refusal in force, one
-// time in three it starts one (two times in three for the pods of a
+// time in four it starts one (two times in three for the pods of a
 // member index, else for a node); with one in force, one time in two it
 // lifts it, and the gangs it held back must then become whole or entirely
 // unbound.
@@ -66,7 +66,7 @@ func (r *randomRunner) toggleBindRefusal() {
 		}
 		return
 	}
-	if r.chaos.Intn(3) != 0 {
+	if r.chaos.Intn(4) != 0 {
 		return
 	}
 	r.refusals++
@@ -77,10 +77,11 @@ func (r *randomRunner) toggleBindRefusal() {
 	} else {
 		b.suffix = fmt.Sprintf("-%d", r.chaos.Intn(3))
 	}
+	start := time.Now()
 	r.startBindRefusal(b)
 	r.refusal = b
 	r.recent = append(r.recent, b)
-	r.logf("refuse %s (admission policy %s)", b, b.name)
+	r.logf("refuse %s (admission policy %s, in force after %v)", b, b.name, time.Since(start).Round(time.Millisecond))
 }
 
 func (r *randomRunner) startBindRefusal(b *bindRefusal) {
@@ -157,11 +158,11 @@ func (r *randomRunner) liftBindRefusal() {
 			}
 		}
 	}
+	start := time.Now()
 	r.deleteRefusalPolicy(b.name)
 	r.probeBinding(false)
 	r.refusal = nil
-	r.logf("lift the refusal of %s", b)
-	r.quiesce()
+	r.logf("lift the refusal of %s (lifted after %v)", b, time.Since(start).Round(time.Millisecond))
 	deadline := time.Now().Add(randomPermitTimeout + 30*time.Second)
 	for {
 		stuck := r.heldBelowMinimum(r.snapshot())
@@ -187,6 +188,11 @@ func (r *randomRunner) liftBindRefusal() {
 		g.bindFailed = ""
 	}
 	for _, cp := range r.comps {
+		if cp.bindFailed != "" && cp.disturbed == "" {
+			if satisfied, all := r.compositeBound(r.snapshot(), cp); len(all) > 0 && satisfied < cp.minGroupCount {
+				cp.disturbed = "reported stuck after " + cp.bindFailed
+			}
+		}
 		cp.bindFailed = ""
 	}
 }
@@ -271,19 +277,19 @@ func (r *randomRunner) probeBinding(refused bool) {
 	})
 }
 
-// graceVictim makes half the pods below the top priority
-// ignore SIGTERM with a grace period of 2 to 4 seconds: evicted, they stay
+// graceVictim makes one in three of the pods below the top priority
+// ignore SIGTERM with a grace period of 2 or 3 seconds: evicted, they stay
 // Terminating that long, holding their room, and a gang that preempted
 // them must wait rather than evict more.
 func (r *randomRunner) graceVictim(p *rPod, pod *corev1.Pod) {
-	if randomClasses[p.class] >= randomClasses["rnd-high"] || r.chaos.Intn(2) != 0 {
+	if randomClasses[p.class] >= randomClasses["rnd-high"] || r.chaos.Intn(3) != 0 {
 		return
 	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[sandbox.IgnoreSIGTERMAnnotation] = "true"
-	pod.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2 + r.chaos.Intn(3)))
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2 + r.chaos.Intn(2)))
 	p.grace = *pod.Spec.TerminationGracePeriodSeconds
 	r.logf("pod %s ignores SIGTERM, grace period %ds", p.name, p.grace)
 }

@@ -50,9 +50,9 @@ var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-
 // pod anti-affinity one per node, a host port, or DoNotSchedule topology
 // spread (random_churn_test.go). Faults come on top, from a stream of
 // their own (random_faults_test.go): for a while the API server refuses
-// the bindings of pods of one member index, or to one node, and half the
-// pods below the top priority ignore SIGTERM for a grace period of a few
-// seconds. At every quiescent point it checks that:
+// the bindings of pods of one member index, or to one node, and a third
+// of the pods below the top priority ignore SIGTERM for a grace period of
+// a few seconds. At every quiescent point it checks that:
 //   - no gang (a Job's too, against the minCount phalanx-controller gives
 //     it) is bound below minCount, and no gang composite has fewer than
 //     minGroupCount children at their minimum, except after the runner took
@@ -1040,12 +1040,7 @@ func (r *randomRunner) check() {
 		// the runner's deletions leave only agreeing ones), and a pod the
 		// runner deleted may have preempted and bound before.
 		by := preemptingGroup(notes[v.name])
-		higher := by != "" && r.deletedGroups[by] || r.deletedUIDs[preemptingPod(notes[v.name])]
-		for _, p := range s.pods {
-			if p.Spec.NodeName != "" && p.Spec.Priority != nil && *p.Spec.Priority > randomClasses[v.class] {
-				higher = true
-			}
-		}
+		higher := by != "" && r.deletedGroups[by] || r.deletedUIDs[preemptingPod(notes[v.name])] || r.higherBound(randomClasses[v.class])
 		if !higher {
 			r.violation("pod %s (priority %d) was evicted, but no pod of higher priority is bound", v.name, randomClasses[v.class])
 		}
@@ -1164,6 +1159,24 @@ func (r *randomRunner) check() {
 		if p.Spec.NodeName != "" {
 			r.prevBound[name] = p.Spec.NodeName
 		}
+	}
+}
+
+// higherBound waits until a pod of priority above prio is bound: a
+// preemptor binds once its victims are gone, and a victim that ignores
+// SIGTERM may still be terminating when the runner checks.
+func (r *randomRunner) higherBound(prio int32) bool {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for _, p := range r.snapshot().pods {
+			if p.Spec.NodeName != "" && p.Spec.Priority != nil && *p.Spec.Priority > prio {
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
