@@ -408,3 +408,28 @@ func (r *randomRunner) compositeBound(s snapshot, cp *rComposite) (satisfied int
 	}
 	return satisfied, all
 }
+
+// preemptorRefused reports whether a refusal in force since the last check
+// refuses the bind of the preemptor a Preempted event names: a pending
+// member of group, or the pending pod of UID uid.
+func (r *randomRunner) preemptorRefused(group, uid string) bool {
+	refused := func(pod string) bool {
+		for _, b := range r.recent {
+			if b.refuses(pod) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range r.snapshot().pods {
+		if p.Spec.NodeName != "" {
+			continue
+		}
+		if rp := r.pods[p.Name]; (uid != "" && string(p.UID) == uid) || (group != "" && rp != nil && rp.group == group) {
+			if refused(p.Name) {
+				return true
+			}
+		}
+	}
+	return false
+}

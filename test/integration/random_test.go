@@ -1040,7 +1040,10 @@ func (r *randomRunner) check() {
 		// the runner's deletions leave only agreeing ones), and a pod the
 		// runner deleted may have preempted and bound before.
 		by := preemptingGroup(notes[v.name])
-		higher := by != "" && r.deletedGroups[by] || r.deletedUIDs[preemptingPod(notes[v.name])] || r.higherBound(randomClasses[v.class])
+		// A preemptor whose bind the runner's admission policy refuses
+		// stays pending after its victims are gone.
+		higher := by != "" && r.deletedGroups[by] || r.deletedUIDs[preemptingPod(notes[v.name])] ||
+			r.preemptorRefused(by, preemptingPod(notes[v.name])) || r.higherBound(randomClasses[v.class])
 		if !higher {
 			r.violation("pod %s (priority %d) was evicted, but no pod of higher priority is bound", v.name, randomClasses[v.class])
 		}
