@@ -341,6 +341,9 @@ func TestVictimsThatIgnoreSIGTERMAreEvictedOnce(t *testing.T) {
 	evicted := map[string]bool{}
 	ends := map[string]time.Time{}
 	replaced := false
+	// explained is the gang's Schedulable=False message seen while it
+	// waited for its victims.
+	explained := ""
 	eventually(t, (victimGraceSeconds+90)*time.Second, "the gang bound after its victims are gone", func() (bool, error) {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -375,6 +378,10 @@ func TestVictimsThatIgnoreSIGTERMAreEvictedOnce(t *testing.T) {
 			replaced = true
 		}
 		if bound < 2 {
+			if cond := groupCondition(t, c, ns, "job", v1alpha1.PodGroupSchedulable); cond != nil && cond.Status == metav1.ConditionFalse &&
+				strings.Contains(cond.Message, "preempt") && len(evicted) > 0 {
+				explained = cond.Message
+			}
 			return false, nil
 		}
 		for name := range evicted {
@@ -383,6 +390,7 @@ func TestVictimsThatIgnoreSIGTERMAreEvictedOnce(t *testing.T) {
 		return true, nil
 	})
 	assert.Len(t, podNames(t, c, ns, "low-"), 2)
+	assert.NotEmpty(t, explained, "the gang's PodGroup said it waited for its victims")
 	assert.Zero(t, boundWithPrefix(t, c, ns, "replacement"), "the replacement did not take the gang's room")
 	events, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Preempted"})
 	require.NoError(t, err)

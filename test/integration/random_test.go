@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -47,14 +48,20 @@ var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-
 // finish pods (succeeded, or failed and retried) and are deleted, and
 // gangs whose members carry constraints the plan must honour: required
 // pod anti-affinity one per node, a host port, or DoNotSchedule topology
-// spread (random_churn_test.go). At every quiescent point it checks that:
+// spread (random_churn_test.go). Faults come on top, from a stream of
+// their own (random_faults_test.go): for a while the API server refuses
+// the bindings of pods of one member index, or to one node, and a third
+// of the pods below the top priority ignore SIGTERM for a grace period of
+// a few seconds. At every quiescent point it checks that:
 //   - no gang (a Job's too, against the minCount phalanx-controller gives
 //     it) is bound below minCount, and no gang composite has fewer than
 //     minGroupCount children at their minimum, except after the runner took
 //     bound pods away (deleted, evicted or finished a pod, deleted a node,
 //     raised minCount) or a single-mode group lost pods to preemption: the
 //     documented disturbed case, which ends once nothing of the group is
-//     bound;
+//     bound; or while a refused bind holds one of its pending members
+//     back, after which (the refusal lifted) the gang becomes whole or
+//     entirely unbound within the Permit timeout and a retry's backoff;
 //   - a label gang whose members disagree on min-available binds nothing,
 //     and its pending pods have an event naming the disagreement;
 //   - bound members keep their constraints: no two anti-affine members on
@@ -67,7 +74,12 @@ var randomClasses = map[string]int32{"": 0, "rnd-low": 10, "rnd-mid": 100, "rnd-
 //   - every pod that disappeared without the runner deleting it was
 //     preempted (an event says so) for a higher-priority pod that is now
 //     bound, and took the rest of its disruptionMode-all unit with it,
-//     whether a group or a single pod preempted;
+//     whether a group or a single pod preempted; or was a bound member of
+//     a gang a refused bind held below its minimum, evicted by the
+//     scheduler with an event saying so;
+//   - a gang evicts one wave of victims per preemption: none more than a
+//     second after an earlier victim of the same gang while that one is
+//     still terminating;
 //   - no pod stays assumed (waiting in Permit or binding) in the scheduler's
 //     cache or in Phalanx's group cache beyond the Permit timeout;
 //   - every pending PodGroup (or its composite) has a current
@@ -217,6 +229,10 @@ type rGroup struct {
 	// job is the gang Job whose PodGroup this is ("" for none); its pods
 	// are created by the Job controller and found by label.
 	job string
+	// bindFailed says which refused bind may hold the gang below its
+	// minimum; once the refusal is lifted it must become whole or
+	// entirely unbound.
+	bindFailed string
 }
 
 // rComposite is a CompositePodGroup the runner created.
@@ -229,6 +245,7 @@ type rComposite struct {
 	all           bool
 	children      []string
 	disturbed     string
+	bindFailed    string // as rGroup's
 }
 
 // rPod is a pod the runner created (or a gang Job's pod it found) and has
@@ -241,6 +258,7 @@ type rPod struct {
 	labels   map[string]string
 	cons     *rConstraint
 	job      string // the Job that created it, "" for the runner's own
+	grace    int64  // terminationGracePeriodSeconds when it ignores SIGTERM, else 0
 }
 
 type randomRunner struct {
@@ -273,6 +291,22 @@ type randomRunner struct {
 	// deletedUIDs are the pods the runner deleted: a pod-level preemptor
 	// among them ("Preempted by pod <uid>") may have evicted before.
 	deletedUIDs map[string]bool
+
+	// chaos draws the faults (random_faults_test.go): bind refusals and
+	// victims that ignore SIGTERM.
+	chaos *rand.Rand
+	// refusal is the bind refusal in force, nil when none; recent are the
+	// refusals in force at some time since the last check.
+	refusal  *bindRefusal
+	recent   []*bindRefusal
+	refusals int
+	bindHeld int
+	probeNS  string
+	// terminatingUntil is the end of the grace period of each pod seen
+	// Terminating while it ignored SIGTERM, by UID.
+	terminatingUntil map[types.UID]time.Time
+	// waves are the victims each preemptor group evicted (oneWave).
+	waves map[string][]waveVictim
 }
 
 func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int) {
@@ -283,6 +317,8 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int
 		racks: map[int]int{}, nodes: map[string]bool{}, groups: map[string]*rGroup{},
 		comps: map[string]*rComposite{}, pods: map[string]*rPod{}, prevBound: map[string]string{}, reported: map[string]bool{}, deletedGroups: map[string]bool{}, deletedUIDs: map[string]bool{},
 		jobs: map[string]*rJob{}, cordoned: map[string]bool{}, gone: map[string]bool{},
+		chaos:            rand.New(rand.NewSource(seed ^ 0x5eed_fa17)),
+		terminatingUntil: map[types.UID]time.Time{}, waves: map[string][]waveVictim{},
 	}
 	t.Cleanup(r.cleanup)
 	r.zones = 1 + r.rng.Intn(2)
@@ -298,6 +334,7 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int
 
 	actions := 4 + r.rng.Intn(5)
 	for a := 0; a < actions; a++ {
+		r.toggleBindRefusal()
 		switch op := r.rng.Intn(130); {
 		case op < 22:
 			r.createGroup(a)
@@ -344,6 +381,10 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int
 		r.check()
 		r.liveness()
 	}
+	if r.refusal != nil {
+		r.liftBindRefusal()
+		r.liveness()
+	}
 	r.check()
 	final := r.snapshot()
 	bound := 0
@@ -352,8 +393,8 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int
 			bound++
 		}
 	}
-	t.Logf("%d actions, %d pods evicted by preemption, %d bound and %d pending at the end, %d violations",
-		actions, r.evicted, bound, len(final.pods)-bound, r.found)
+	t.Logf("%d actions, %d pods evicted by preemption, %d bound and %d pending at the end, %d violations; faults: %d bind refusals, %d gangs held below their minimum by one, %d victims ran out a grace period",
+		actions, r.evicted, bound, len(final.pods)-bound, r.found, r.refusals, r.bindHeld, len(r.terminatingUntil))
 	if r.found > 0 {
 		t.Logf("actions of seed %d:\n  %s", seed, strings.Join(r.log, "\n  "))
 	}
@@ -413,6 +454,9 @@ func (r *randomRunner) cleanup() {
 	_ = r.c.Client.BatchV1().Jobs(r.ns).DeleteCollection(r.ctx, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}, metav1.ListOptions{})
 	_ = r.c.Client.CoreV1().Pods(r.ns).DeleteCollection(r.ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
 	_ = r.c.Client.CoreV1().Nodes().DeleteCollection(r.ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "seed=" + r.prefix})
+	if r.refusal != nil {
+		r.deleteRefusalPolicy(r.refusal.name)
+	}
 }
 
 func (r *randomRunner) addNode(zone, rack int) string {
@@ -451,6 +495,7 @@ func (r *randomRunner) createPod(p *rPod) {
 	pod.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = *resource.NewQuantity(p.mem, resource.BinarySI)
 	pod.Spec.NodeSelector = map[string]string{"seed": r.prefix}
 	p.cons.apply(&pod.Spec, p.group)
+	r.graceVictim(p, pod)
 	_, err := r.c.Client.CoreV1().Pods(r.ns).Create(r.ctx, pod, metav1.CreateOptions{})
 	require.NoError(r.t, err, "create pod %s", p.name)
 	r.pods[p.name] = p
@@ -771,6 +816,7 @@ func (r *randomRunner) quiesce() {
 	for {
 		pods, err := r.c.Client.CoreV1().Pods(r.ns).List(r.ctx, metav1.ListOptions{})
 		require.NoError(r.t, err)
+		r.sawTerminating(pods.Items)
 		var bound []string
 		terminating := 0
 		for _, p := range pods.Items {
@@ -870,6 +916,7 @@ func (r *randomRunner) snapshot() snapshot {
 	require.NoError(r.t, err)
 	nodes, err := r.c.Client.CoreV1().Nodes().List(r.ctx, metav1.ListOptions{LabelSelector: "seed=" + r.prefix})
 	require.NoError(r.t, err)
+	r.sawTerminating(pods.Items)
 	s := snapshot{pods: map[string]*corev1.Pod{}, nodes: map[string]*nodeRoom{}}
 	for _, n := range nodes.Items {
 		a := n.Status.Allocatable
@@ -969,9 +1016,21 @@ func (r *randomRunner) check() {
 		}
 	}
 	needEvents := map[string]eventWant{}
-	notes := r.preemptionNotes(victims)
+	evicted := r.preemptionNotes(victims)
+	notes := map[string]string{}
+	for name, e := range evicted {
+		notes[name] = e.note
+	}
+	r.oneWave(evicted)
 	for _, v := range victims {
 		r.evicted++
+		if e := evicted[v.name]; e.note == "" && e.recovery != "" && r.mayHaveFailedBind(v.group) {
+			// The scheduler gave back the room of a gang a refused bind
+			// left below its minimum: no preemption, and the gang must end
+			// entirely unbound or whole (liftBindRefusal).
+			r.logf("observed: %s evicted after a failed bind in its gang: %q", v.name, e.recovery)
+			continue
+		}
 		r.logf("observed: %s (class %q) evicted: %q; bound at the last check: %v", v.name, v.class, notes[v.name], r.prevBound[v.name] != "")
 		if notes[v.name] == "" {
 			r.violation("pod %s disappeared, but the runner did not delete it and no Preempted event says why", v.name)
@@ -981,12 +1040,10 @@ func (r *randomRunner) check() {
 		// the runner's deletions leave only agreeing ones), and a pod the
 		// runner deleted may have preempted and bound before.
 		by := preemptingGroup(notes[v.name])
-		higher := by != "" && r.deletedGroups[by] || r.deletedUIDs[preemptingPod(notes[v.name])]
-		for _, p := range s.pods {
-			if p.Spec.NodeName != "" && p.Spec.Priority != nil && *p.Spec.Priority > randomClasses[v.class] {
-				higher = true
-			}
-		}
+		// A preemptor whose bind the runner's admission policy refuses
+		// stays pending after its victims are gone.
+		higher := by != "" && r.deletedGroups[by] || r.deletedUIDs[preemptingPod(notes[v.name])] ||
+			r.preemptorRefused(by, preemptingPod(notes[v.name])) || r.higherBound(randomClasses[v.class])
 		if !higher {
 			r.violation("pod %s (priority %d) was evicted, but no pod of higher priority is bound", v.name, randomClasses[v.class])
 		}
@@ -1040,7 +1097,15 @@ func (r *randomRunner) check() {
 			}
 		}
 		if g.gang && g.disturbed == "" && len(bound) > 0 && len(bound) < g.minCount {
-			r.violation("gang %s is bound below its minCount: %d of %d bound (%v)", name, len(bound), g.minCount, bound)
+			if g.bindFailed == "" {
+				if p := r.refusedMember(s, name); p != "" {
+					g.bindFailed = fmt.Sprintf("%s pending while %s are refused", p, r.refusal)
+					r.bindHeld++
+				}
+			}
+			if g.bindFailed == "" {
+				r.violation("gang %s is bound below its minCount: %d of %d bound (%v)", name, len(bound), g.minCount, bound)
+			}
 		}
 		if g.key != "" {
 			if d := r.domains(s, bound, g.key); len(d) > 1 {
@@ -1059,24 +1124,21 @@ func (r *randomRunner) check() {
 	}
 	for _, name := range sortedKeys(r.comps) {
 		cp := r.comps[name]
-		satisfied, all := 0, map[string]string{}
-		anyBound := false
-		for _, child := range cp.children {
-			g := r.groups[child]
-			bound, _ := r.groupPods(s, child)
-			for p, n := range bound {
-				all[p] = n
-			}
-			anyBound = anyBound || len(bound) > 0
-			if (g.gang && len(bound) >= g.minCount) || (!g.gang && len(bound) > 0) {
-				satisfied++
-			}
-		}
+		satisfied, all := r.compositeBound(s, cp)
+		anyBound := len(all) > 0
 		if !anyBound {
 			cp.disturbed = ""
 		}
 		if cp.gang && cp.disturbed == "" && anyBound && satisfied < cp.minGroupCount {
-			r.violation("composite %s is bound below minGroupCount: %d of %d children at their minimum (%v)", name, satisfied, cp.minGroupCount, all)
+			for _, child := range cp.children {
+				if p := r.refusedMember(s, child); p != "" && cp.bindFailed == "" {
+					cp.bindFailed = fmt.Sprintf("%s pending while %s are refused", p, r.refusal)
+					r.bindHeld++
+				}
+			}
+			if cp.bindFailed == "" {
+				r.violation("composite %s is bound below minGroupCount: %d of %d children at their minimum (%v)", name, satisfied, cp.minGroupCount, all)
+			}
 		}
 		if cp.key != "" {
 			if d := r.domains(s, all, cp.key); len(d) > 1 {
@@ -1091,11 +1153,33 @@ func (r *randomRunner) check() {
 	}
 	r.explained(s, needConditions, needEvents)
 
+	r.recent = r.recent[:0]
+	if r.refusal != nil {
+		r.recent = append(r.recent, r.refusal)
+	}
 	r.prevBound = map[string]string{}
 	for name, p := range s.pods {
 		if p.Spec.NodeName != "" {
 			r.prevBound[name] = p.Spec.NodeName
 		}
+	}
+}
+
+// higherBound waits until a pod of priority above prio is bound: a
+// preemptor binds once its victims are gone, and a victim that ignores
+// SIGTERM may still be terminating when the runner checks.
+func (r *randomRunner) higherBound(prio int32) bool {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for _, p := range r.snapshot().pods {
+			if p.Spec.NodeName != "" && p.Spec.Priority != nil && *p.Spec.Priority > prio {
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
@@ -1152,29 +1236,42 @@ func (r *randomRunner) jobVictimsBetweenChecks(s snapshot) {
 }
 
 // preemptionNotes waits (events are written asynchronously) up to 10s for
-// a Preempted event on each victim and returns their notes by pod name: a
+// a Preempted event, or the scheduler's eviction of a gang's bound members
+// after a failed bind, on each victim, and returns them by pod name: a
 // group-level preemption says "Preempted by group ...", pod-level
 // preemption "Preempted by pod ...".
-func (r *randomRunner) preemptionNotes(victims []*rPod) map[string]string {
-	notes := map[string]string{}
+func (r *randomRunner) preemptionNotes(victims []*rPod) map[string]preemptedEvent {
+	out := map[string]preemptedEvent{}
 	if len(victims) == 0 {
-		return notes
+		return out
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		evs, err := r.c.Client.EventsV1().Events(r.ns).List(r.ctx, metav1.ListOptions{})
 		require.NoError(r.t, err)
 		for _, e := range evs.Items {
-			if e.Reason == "Preempted" {
-				notes[e.Regarding.Name] = e.Note
+			got := out[e.Regarding.Name]
+			switch {
+			case e.Reason == "Preempted":
+				// The latest: an earlier pod of the same name may have
+				// been preempted too.
+				if got.note != "" && !e.EventTime.After(got.at) {
+					continue
+				}
+				got.note, got.at, got.uid = e.Note, e.EventTime.Time, e.Regarding.UID
+			case bindRecoveryEvent(e.Reason, e.Note):
+				got.recovery = e.Reason + ": " + e.Note
+			default:
+				continue
 			}
+			out[e.Regarding.Name] = got
 		}
 		missing := false
 		for _, v := range victims {
-			missing = missing || notes[v.name] == ""
+			missing = missing || (out[v.name].note == "" && out[v.name].recovery == "")
 		}
 		if !missing || time.Now().After(deadline) {
-			return notes
+			return out
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -1331,8 +1428,8 @@ func (r *randomRunner) fitting(s snapshot) []string {
 			continue // refused as a group until its members agree
 		}
 		bound, pending := r.groupPods(s, name)
-		if len(pending) == 0 {
-			continue
+		if len(pending) == 0 || slices.ContainsFunc(pending, r.refusal.refuses) {
+			continue // a bind the API server refuses holds it back
 		}
 		need := 1
 		if g.gang {
@@ -1367,7 +1464,7 @@ func (r *randomRunner) fitting(s snapshot) []string {
 	}
 	for _, name := range sortedKeys(r.pods) {
 		rp := r.pods[name]
-		if p := s.pods[name]; rp.group == "" && p != nil && p.Spec.NodeName == "" && fitsTogether(free, rp.cpu, rp.mem, 1, nil, nil, nil) {
+		if p := s.pods[name]; rp.group == "" && p != nil && p.Spec.NodeName == "" && !r.refusal.refuses(name) && fitsTogether(free, rp.cpu, rp.mem, 1, nil, nil, nil) {
 			out = append(out, fmt.Sprintf("plain pod %s cpu=%dm mem=%dMi", name, rp.cpu, rp.mem>>20))
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -157,4 +159,47 @@ func TestCapacityVerdictFollowsMinCount(t *testing.T) {
 	fed.OnPodGroup(pg)
 	assert.Empty(t, pl.tooLarge(stale), "the group as it is now is judged")
 	assert.Empty(t, pl.tooLarge(chainOf()), "and no verdict on the old minCount is remembered")
+}
+
+// TestNodeEventRenewsCapacityVerdict: a node is added while a gang too
+// large for the old nodes waits. The queue asks the plugin's hint about
+// the event before the capacity's own informer handler has counted it:
+// the member's next PreFilter must judge the gang against the nodes the
+// event brought, not the refusal remembered from before.
+func TestNodeEventRenewsCapacityVerdict(t *testing.T) {
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	addNode := func(name string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")}}}
+		require.NoError(t, store.Add(n))
+		return n
+	}
+	addNode("n-0")
+	fed := groups.NewFed()
+	pl := &Gang{groups: fed, shared: &shared{capacity: newCapacity(corelisters.NewNodeLister(store)), room: newMinRoom()}}
+	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pg", UID: "pg"}}
+	pg.Spec.SchedulingPolicy.Gang = &v1alpha1.GangSchedulingPolicy{MinCount: 6}
+	fed.OnPodGroup(pg)
+	var members []*corev1.Pod
+	for i := range 6 {
+		p := requesting("1", "")
+		p.Namespace, p.Name, p.UID = "ns", fmt.Sprintf("m-%d", i), types.UID(fmt.Sprintf("m-%d", i))
+		p.Labels = map[string]string{v1alpha1.PodGroupLabel: "pg"}
+		fed.OnPod(p)
+		members = append(members, p)
+	}
+	chainOf := func() groups.Chain {
+		ch, grouped, err := fed.ChainOf(members[0])
+		require.True(t, grouped)
+		require.NoError(t, err)
+		return ch
+	}
+	require.Equal(t, "needs 6 pods of 1 cpu; the cluster's allocatable holds at most 4 (1 nodes)", pl.tooLarge(chainOf()))
+
+	// The informer's store has the new node; its handlers have not all run.
+	n := addNode("n-1")
+	hint, err := pl.nodeCanHelp(klog.Background(), members[0], nil, n)
+	require.NoError(t, err)
+	require.Equal(t, fwk.Queue, hint)
+	assert.Empty(t, pl.tooLarge(chainOf()), "two 4-cpu nodes hold 6 one-cpu pods")
 }

@@ -97,6 +97,15 @@ func (pl *Gang) completeFor(event interface{}, leaf groups.Key) bool {
 	if m == nil || m.event != event {
 		m = &leafMemo{event: event, complete: map[groups.Key]bool{}}
 		pl.lastNodeEvent.Store(m)
+		// The capacity verdicts move to a new node generation before the
+		// queue lets any member go: the capacity's own informer handler
+		// may run after the member's next PreFilter, which would then
+		// judge the gang against the nodes before this event, remember
+		// that stale refusal under the old generation, and wait for a
+		// node event that may never come.
+		if pl.shared != nil && pl.shared.capacity != nil {
+			pl.shared.capacity.bump()
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

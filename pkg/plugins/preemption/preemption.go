@@ -199,6 +199,10 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	}
 	if left := p.victimsLeft(root.Key, infos); left > 0 {
 		msg := fmt.Sprintf("waiting for %d preempted pods to terminate", left)
+		// Victims may take their whole grace period: the group says why
+		// it is still pending, as Gang's PostFilter would if this one
+		// had not succeeded.
+		p.status.Set(ch.Leaf().Key, groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 		if node := p.plannedNode(root.Key, pod); node != "" && p.nodeExists(node) {
 			// The member keeps the node its victims are leaving. A failed
 			// attempt without a nomination in its result makes the queue
@@ -255,6 +259,7 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	logger.V(2).Info("Group preemption", "group", root.Key, "victims", result.Victims, "node", node)
 	preemptions.Inc()
 	victimsTotal.Add(float64(len(result.Victims)))
+	p.status.Set(ch.Leaf().Key, groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 	if node == "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
