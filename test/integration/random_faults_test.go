@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/phalanx-sched/phalanx/pkg/sandbox"
+	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
 // The randomized runner's faults: binds the API server refuses for a

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/phalanx-sched/phalanx/pkg/sandbox"
+	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
 // schedulingGroups are the API groups whose objects steer scheduling.
