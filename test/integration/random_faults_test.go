@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
@@ -358,14 +359,10 @@ type preemptedEvent struct {
 }
 
 // bindRecoveryEvent reports whether an event is the scheduler's eviction
-// of a bound member because a sibling's bind failed: any event other than
-// a scheduling failure or a preemption whose reason or note speaks of a
-// bind.
-func bindRecoveryEvent(reason, note string) bool {
-	if reason == "Preempted" || reason == "FailedScheduling" || reason == "Scheduled" {
-		return false
-	}
-	return strings.Contains(strings.ToLower(reason+" "+note), "bind")
+// of a bound member of a gang that stayed below its minimum after a
+// sibling's bind failed.
+func bindRecoveryEvent(reason, _ string) bool {
+	return reason == v1alpha1.ReasonGangIncomplete
 }
 
 // mayHaveFailedBind reports whether a refusal in force since the last
