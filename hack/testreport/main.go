@@ -112,9 +112,21 @@ func report(r io.Reader, w io.Writer) ([]timing, bool) {
 					status = "FAIL"
 					failed = true
 					// Output outside any test explains a package that failed
-					// without a failing test (build error, panic, timeout).
+					// without a failing test (build error, timeout); a test
+					// that never ended was running when the binary died (a
+					// panic, often in another goroutine): its output holds
+					// the stack.
 					for _, l := range output[e.Package][""] {
 						fmt.Fprint(w, l)
+					}
+					for test, lines := range output[e.Package] {
+						if test == "" || strings.Contains(test, "/") {
+							continue
+						}
+						fmt.Fprintf(w, "--- %s did not finish:\n", test)
+						for _, l := range lines {
+							fmt.Fprint(w, l)
+						}
 					}
 				}
 				fmt.Fprintf(w, "%s\t%s\t%.1fs\n", status, e.Package, e.Elapsed)

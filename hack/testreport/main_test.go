@@ -15,6 +15,8 @@ const stream = `{"Action":"run","Package":"p","Test":"TestA"}
 {"Action":"fail","Package":"p","Test":"TestA","Elapsed":2.5}
 {"Action":"output","Package":"p","Test":"TestB","Output":"quiet line of a passing test\n"}
 {"Action":"pass","Package":"p","Test":"TestB","Elapsed":7.25}
+{"Action":"run","Package":"p","Test":"TestC"}
+{"Action":"output","Package":"p","Test":"TestC","Output":"panic: runtime error: invalid memory address\n"}
 {"Action":"fail","Package":"p","Elapsed":10}
 # q
 q/x.go:3:1: syntax error
@@ -29,7 +31,7 @@ func TestReportPrintsFailuresWholeAndPassesQuietly(t *testing.T) {
 		t.Fatal("a failing test and a package that did not build must fail the report")
 	}
 	got := out.String()
-	for _, want := range []string{"want 3 bound, got 2", "FAIL\tp\t10.0s", "q/x.go:3:1: syntax error", "FAIL\tq [build failed]"} {
+	for _, want := range []string{"want 3 bound, got 2", "FAIL\tp\t10.0s", "TestC did not finish", "panic: runtime error", "q/x.go:3:1: syntax error", "FAIL\tq [build failed]"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
 		}

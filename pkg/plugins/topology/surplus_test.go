@@ -40,6 +40,7 @@ func (h *planHandle) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingIn
 func (h *planHandle) DeleteNominatedPodIfExists(*corev1.Pod)                        {}
 func (h *planHandle) SharedInformerFactory() informers.SharedInformerFactory        { return h.informers }
 func (h *planHandle) EventRecorder() events.EventRecorderLogger                     { return nil }
+func (h *planHandle) SharedDRAManager() fwk.SharedDRAManager                        { return nil }
 
 // TestPreFilterMarksMembersAFeasiblePlanLeavesOut: a label gang of three
 // one-cpu members with a minimum of two, on a node of two cpu. The plan
