@@ -82,6 +82,7 @@ func (r *randomRunner) toggleBindRefusal() {
 	r.startBindRefusal(b)
 	r.refusal = b
 	r.recent = append(r.recent, b)
+	r.everRefused = append(r.everRefused, b)
 	r.logf("refuse %s (admission policy %s, in force after %v)", b, b.name, time.Since(start).Round(time.Millisecond))
 }
 
@@ -365,9 +366,12 @@ func bindRecoveryEvent(reason, _ string) bool {
 	return reason == v1alpha1.ReasonGangIncomplete
 }
 
-// mayHaveFailedBind reports whether a refusal in force since the last
-// check may have refused a bind of group's members: any refusal of a
-// node, or one of a name some member of the group has.
+// mayHaveFailedBind reports whether a refusal of this seed may have
+// refused a bind of group's members: any refusal of a node, or one of a
+// name some member of the group has. Not only those since the last check:
+// the scheduler evicts a gang a refused bind left below its minimum a
+// Permit timeout after the refusal, and its retries may outlive the
+// refusal by as long.
 func (r *randomRunner) mayHaveFailedBind(group string) bool {
 	if group == "" {
 		return false
@@ -375,7 +379,7 @@ func (r *randomRunner) mayHaveFailedBind(group string) bool {
 	if g := r.groups[group]; g != nil && g.bindFailed != "" {
 		return true
 	}
-	for _, b := range r.recent {
+	for _, b := range r.everRefused {
 		if b.node != "" {
 			return true
 		}

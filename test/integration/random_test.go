@@ -297,11 +297,13 @@ type randomRunner struct {
 	chaos *rand.Rand
 	// refusal is the bind refusal in force, nil when none; recent are the
 	// refusals in force at some time since the last check.
-	refusal  *bindRefusal
-	recent   []*bindRefusal
-	refusals int
-	bindHeld int
-	probeNS  string
+	refusal *bindRefusal
+	recent  []*bindRefusal
+	// everRefused are all the seed's refusals.
+	everRefused []*bindRefusal
+	refusals    int
+	bindHeld    int
+	probeNS     string
 	// terminatingUntil is the end of the grace period of each pod seen
 	// Terminating while it ignored SIGTERM, by UID.
 	terminatingUntil map[types.UID]time.Time

@@ -80,12 +80,20 @@ type mend struct {
 // binding (or PreBind) failed. It opens the recovery of the member's gang
 // and keeps the member's node for its retry.
 func (pl *Gang) bindFailed(state fwk.CycleState, pod *corev1.Pod, node string) {
-	unit, ok := pl.gangUnit(state, pod)
+	v := pl.groups.ViewFor(state, pod)
+	if !v.Grouped {
+		return
+	}
+	unit, ok := pl.groups.UnitOf(v.Leaf())
 	if !ok {
 		return
 	}
 	if done, _, _ := pl.groups.Satisfied(unit, groups.ByBound); done {
-		// The gang's minimum is bound without it.
+		// The gang's minimum is bound without it: the member retries as
+		// any pod does. Its own group still says why it is pending, or a
+		// group that never had a member bound would say nothing at all.
+		pl.shared.status.Set(v.Leaf(), condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonBindFailed,
+			fmt.Sprintf("the binding of member %s to node %s failed; it is scheduled again", pod.Name, node)))
 		return
 	}
 	cause := fmt.Sprintf("the binding of member %s to node %s failed after the gang passed Permit", pod.Name, node)
