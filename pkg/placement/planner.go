@@ -15,7 +15,7 @@ import (
 // The error is an *Infeasible when the root gang cannot be satisfied, and a
 // plain error when the input is invalid (duplicate names, a shape index out
 // of range, negative quantities, a cyclic tree). A basic root never fails,
-// unless the nodes refuse its preferred levels (see preferred.go).
+// unless the nodes refuse its preferred levels (see preferred_check.go).
 // PlanGroup does not modify its arguments.
 //
 // A caller that plans repeatedly against a slowly changing cluster keeps a

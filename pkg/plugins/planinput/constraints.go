@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
@@ -140,13 +136,6 @@ type term struct {
 	fwk.AffinityTerm
 }
 
-type spreadTerm struct {
-	id       string
-	c        corev1.TopologySpreadConstraint
-	selector labels.Selector
-	ns       string
-}
-
 func (c *Constraints) nsLabels(ns string) labels.Set {
 	if c == nil || c.NamespaceLabels == nil {
 		return nil
@@ -254,27 +243,6 @@ func needsVolumes(pod *corev1.Pod) bool {
 	return false
 }
 
-// spreadSelector is the constraint's selector with matchLabelKeys merged
-// in from the pod's own labels, as the PodTopologySpread filter reads it.
-func spreadSelector(pod *corev1.Pod, c corev1.TopologySpreadConstraint) (labels.Selector, error) {
-	sel := c.LabelSelector
-	if len(c.MatchLabelKeys) > 0 {
-		sel = sel.DeepCopy()
-		if sel == nil {
-			sel = &metav1.LabelSelector{}
-		}
-		for _, k := range c.MatchLabelKeys {
-			if v, ok := pod.Labels[k]; ok {
-				sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpIn, Values: []string{v}})
-			}
-		}
-	}
-	if sel == nil {
-		return labels.Nothing(), nil
-	}
-	return metav1.LabelSelectorAsSelector(sel)
-}
-
 // planTerms is every constraint the pending members of one plan carry.
 type planTerms struct {
 	anti   []term
@@ -356,24 +324,6 @@ func (pt *planTerms) signature(c *Constraints, pod *corev1.Pod) string {
 	return b.String()
 }
 
-// writeSpread writes a spread constraint field by field: %v of one prints
-// the addresses of its minDomains and inclusion policies, which made every
-// member that sets them a shape of its own, probed on its own.
-func writeSpread(b *strings.Builder, c corev1.TopologySpreadConstraint) {
-	fmt.Fprintf(b, "%d,%q,%q,%s,%v", c.MaxSkew, c.TopologyKey, c.WhenUnsatisfiable, c.LabelSelector.String(), c.MatchLabelKeys)
-	for _, p := range []*string{(*string)(c.NodeAffinityPolicy), (*string)(c.NodeTaintsPolicy)} {
-		if p != nil {
-			fmt.Fprintf(b, ",%q", *p)
-		} else {
-			b.WriteString(",-")
-		}
-	}
-	if c.MinDomains != nil {
-		fmt.Fprintf(b, ",%d", *c.MinDomains)
-	}
-	b.WriteByte(';')
-}
-
 // limits fills a shape's classes and member limits from its representative.
 func (pt *planTerms) limits(c *Constraints, rep *corev1.Pod, s *placement.Shape) {
 	t := pt.byPod[rep]
@@ -406,160 +356,6 @@ func (pt *planTerms) limits(c *Constraints, rep *corev1.Pod, s *placement.Shape)
 	for _, sp := range t.spread {
 		s.Limits = append(s.Limits, c.spreadLimit(rep, sp, slices.Contains(s.Classes, "spread:"+sp.id)))
 	}
-}
-
-// spreadLimit bounds what the plan may add per domain so that every
-// member, in whatever order the scheduler takes them, passes the
-// PodTopologySpread filter: a domain may end up at most maxSkew above the
-// least loaded domain as it stands before the plan. That bound is exact
-// when the gang is no larger than maxSkew times the domains, and keeps a
-// larger gang from being planned into a skew the filter would refuse
-// (docs/user-guide.md, topology spread).
-//
-// For preemption (c.Evictable set) the counted pods the gang may evict are
-// named in the limit: the victim search opens a domain by one for each it
-// evicts there, and closes every domain by one when an eviction lowers the
-// least loaded one.
-func (c *Constraints) spreadLimit(rep *corev1.Pod, sp spreadTerm, self bool) placement.DomainLimit {
-	key := sp.c.TopologyKey
-	counts := map[string]int{}
-	var victims map[string]string
-	var aff nodeaffinity.RequiredNodeAffinity
-	honorAffinity := sp.c.NodeAffinityPolicy == nil || *sp.c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor
-	if honorAffinity {
-		aff = nodeaffinity.GetRequiredNodeAffinity(rep)
-	}
-	if c != nil {
-		for _, ni := range c.Nodes {
-			n := ni.Node()
-			if n == nil {
-				continue
-			}
-			v, ok := n.Labels[key]
-			if !ok {
-				continue
-			}
-			if honorAffinity {
-				if match, _ := aff.Match(n); !match {
-					continue
-				}
-			}
-			if _, seen := counts[v]; !seen {
-				counts[v] = 0
-			}
-			for _, pi := range ni.GetPods() {
-				p := pi.GetPod()
-				if p.Namespace != sp.ns || p.DeletionTimestamp != nil || !sp.selector.Matches(labels.Set(p.Labels)) {
-					continue
-				}
-				counts[v]++
-				if c.Evictable != nil && c.Evictable(p) {
-					if victims == nil {
-						victims = map[string]string{}
-					}
-					victims[PodKey(p)] = v
-				}
-			}
-		}
-	}
-	minCount := 0
-	first := true
-	for _, n := range counts {
-		if first || n < minCount {
-			minCount, first = n, false
-		}
-	}
-	fixedFloor := sp.c.MinDomains != nil && len(counts) < int(*sp.c.MinDomains)
-	if fixedFloor {
-		minCount = 0
-	}
-	skew := int(sp.c.MaxSkew)
-	extra := 0
-	if !self {
-		// A carrier outside its own selector adds nothing to the counts;
-		// it may join while the domain is at most maxSkew above the least.
-		extra = 1
-	}
-	l := placement.DomainLimit{
-		Key:       key,
-		Class:     "spread:" + sp.id,
-		Max:       skew + minCount + extra,
-		PerDomain: map[string]int{},
-		Victims:   victims,
-		// Evictions cannot add domains, so the floor minDomains imposes
-		// stays.
-		FixedFloor: fixedFloor,
-		Reason:     fmt.Sprintf("topology spread on %s: at most maxSkew %d above the least loaded domain", key, skew),
-	}
-	for v, n := range counts {
-		// Not clamped at zero: the victim search reads the counts back
-		// from these, and a domain past the limit must be brought back
-		// before it opens.
-		l.PerDomain[v] = skew + minCount + extra - n
-	}
-	return l
-}
-
-// existingAntiAffinity lists the distinct required anti-affinity terms of
-// pods already on nodes. A member that matches one may not join its
-// domain; only a probe knows where that is, so such members are probed.
-// memo may be nil.
-func existingAntiAffinity(infos []fwk.NodeInfo, memo *TermMemo) []term {
-	var out []term
-	seen := map[string]bool{}
-	memo.sweep(func(idsOf func(pod *corev1.Pod, n int) []string) {
-		for _, ni := range infos {
-			for _, pi := range ni.GetPodsWithRequiredAntiAffinity() {
-				pod := pi.GetPod()
-				terms := pi.GetRequiredAntiAffinityTerms()
-				ids := idsOf(pod, len(terms))
-				for i, at := range terms {
-					if !seen[ids[i]] {
-						seen[ids[i]] = true
-						out = append(out, term{id: ids[i], AffinityTerm: at})
-					}
-				}
-			}
-		}
-	})
-	return out
-}
-
-// TermMemo remembers the anti-affinity term IDs of running pods by UID. A
-// pod's affinity cannot change, and formatting every running pod's terms
-// for every plan was an eighth of the scheduler's CPU with 8,000 anti-affine
-// pods on 5,000 nodes. Each sweep keeps only the pods it saw, so the memo
-// is as large as the anti-affine pods running, never larger. Safe for
-// concurrent use; a nil memo formats every time.
-type TermMemo struct {
-	mu  sync.Mutex
-	ids map[types.UID][]string
-}
-
-func (m *TermMemo) sweep(visit func(idsOf func(pod *corev1.Pod, n int) []string)) {
-	format := func(pod *corev1.Pod, n int) []string {
-		ids := make([]string, n)
-		for i := range ids {
-			ids[i] = termID(pod, "anti", i)
-		}
-		return ids
-	}
-	if m == nil {
-		visit(format)
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	next := make(map[types.UID][]string, len(m.ids))
-	visit(func(pod *corev1.Pod, n int) []string {
-		ids, ok := m.ids[pod.UID]
-		if !ok || len(ids) != n {
-			ids = format(pod, n)
-		}
-		next[pod.UID] = ids
-		return ids
-	})
-	m.ids = next
 }
 
 // constrain completes shape s of representative rep: member classes and

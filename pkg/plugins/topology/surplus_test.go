@@ -42,6 +42,11 @@ func (h *planHandle) SharedInformerFactory() informers.SharedInformerFactory    
 func (h *planHandle) EventRecorder() events.EventRecorderLogger                     { return nil }
 func (h *planHandle) SharedDRAManager() fwk.SharedDRAManager                        { return nil }
 
+// SharedDRAManager is nil, a profile without DRA: the first PreFilter's
+// release of orphaned claims (releaseOrphans) reads it on its own
+// goroutine, which the embedded nil Handle would crash.
+func (h *planHandle) SharedDRAManager() fwk.SharedDRAManager { return nil }
+
 // TestPreFilterMarksMembersAFeasiblePlanLeavesOut: a label gang of three
 // one-cpu members with a minimum of two, on a node of two cpu. The plan
 // places two; the third is told there is no room and marked surplus, so
