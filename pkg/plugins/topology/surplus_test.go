@@ -40,7 +40,6 @@ func (h *planHandle) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingIn
 func (h *planHandle) DeleteNominatedPodIfExists(*corev1.Pod)                        {}
 func (h *planHandle) SharedInformerFactory() informers.SharedInformerFactory        { return h.informers }
 func (h *planHandle) EventRecorder() events.EventRecorderLogger                     { return nil }
-func (h *planHandle) SharedDRAManager() fwk.SharedDRAManager                        { return nil }
 
 // SharedDRAManager is nil, a profile without DRA: the first PreFilter's
 // release of orphaned claims (releaseOrphans) reads it on its own
