@@ -85,13 +85,10 @@ func (pl *Gang) bindFailed(state fwk.CycleState, pod *corev1.Pod, node string) {
 		return
 	}
 	unit, ok := pl.groups.UnitOf(v.Leaf())
-	if !ok {
-		return
-	}
-	if done, _, _ := pl.groups.Satisfied(unit, groups.ByBound); done {
-		// The gang's minimum is bound without it: the member retries as
-		// any pod does. Its own group still says why it is pending, or a
-		// group that never had a member bound would say nothing at all.
+	if !ok || pl.satisfiedByBound(unit) {
+		// No gang, or its minimum is bound without the member: it retries
+		// as any pod does. Its own group still says why it is pending, or
+		// a group that never had a member bound would say nothing at all.
 		pl.shared.status.Set(v.Leaf(), condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonBindFailed,
 			fmt.Sprintf("the binding of member %s to node %s failed; it is scheduled again", pod.Name, node)))
 		return
@@ -105,6 +102,11 @@ func (pl *Gang) bindFailed(state fwk.CycleState, pod *corev1.Pod, node string) {
 	pl.handle.EventRecorder().Eventf(pod, nil, corev1.EventTypeWarning, "GangBindFailed", "Binding",
 		"%s; it retries on %s until %s, after which the gang's bound members are evicted so the gang starts over",
 		cause, node, m.deadline.Format(time.RFC3339))
+}
+
+func (pl *Gang) satisfiedByBound(unit groups.Key) bool {
+	done, _, _ := pl.groups.Satisfied(unit, groups.ByBound)
+	return done
 }
 
 // mendIfLeftPartial opens the recovery of a gang that a scheduler left
