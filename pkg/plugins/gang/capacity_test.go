@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 )
@@ -83,7 +84,7 @@ func TestExceedsAllocatable(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, exceedsAllocatable(tc.need, tc.members, tc.alloc))
+			assert.Equal(t, tc.want, gangcore.ExceedsAllocatable(tc.need, requestsOf(tc.members), tc.alloc))
 		})
 	}
 }
