@@ -51,15 +51,25 @@ func TestAttempts(t *testing.T) {
 		name: "a failure after the Permit bound is a timeout",
 		steps: []step{
 			func(a *Attempts, c *clock) any { return a.Waiting(root, "0") },
-			func(a *Attempts, c *clock) any { c.t = c.t.Add(limit); r, ok := a.Failed(root, true, "0", limit); return []any{r, ok} },
+			func(a *Attempts, c *clock) any {
+				c.t = c.t.Add(limit)
+				r, ok := a.Failed(root, true, "0", limit)
+				return []any{r, ok}
+			},
 		},
 		want: []any{true, []any{TimedOut, true}},
 	}, {
 		name: "a member the cache forgot closes the round it waited in",
 		steps: []step{
 			func(a *Attempts, c *clock) any { return a.Waiting(root, "0") },
-			func(a *Attempts, c *clock) any { r, ok := a.Failed(groups.Key{}, false, "0", limit); return []any{r, ok} },
-			func(a *Attempts, c *clock) any { r, ok := a.Failed(groups.Key{}, false, "unknown", limit); return []any{r, ok} },
+			func(a *Attempts, c *clock) any {
+				r, ok := a.Failed(groups.Key{}, false, "0", limit)
+				return []any{r, ok}
+			},
+			func(a *Attempts, c *clock) any {
+				r, ok := a.Failed(groups.Key{}, false, "unknown", limit)
+				return []any{r, ok}
+			},
 		},
 		want: []any{true, []any{Rejected, true}, []any{Result(""), false}},
 	}, {
