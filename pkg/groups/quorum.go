@@ -2,6 +2,8 @@ package groups
 
 import (
 	corev1 "k8s.io/api/core/v1"
+
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
 
 // Quorum arithmetic over the cache's hierarchies: which members count
@@ -45,6 +47,10 @@ func (c *Cache) Quorum(pod *corev1.Pod, count Counter) (ok bool, short Shortfall
 func (c *Cache) QuorumOf(leaf Key, count Counter) (ok bool, short Shortfall, err error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	return c.quorumLocked(leaf, count)
+}
+
+func (c *Cache) quorumLocked(leaf Key, count Counter) (ok bool, short Shortfall, err error) {
 	chain, err := c.chainLocked(leaf)
 	if err != nil {
 		return false, short, err
@@ -76,6 +82,11 @@ func (c *Cache) Satisfied(k Key, count Counter) (ok bool, have, need int) {
 	}
 	return c.satisfiedLocked(g, count, depth)
 }
+
+// expands reports whether the children of a composite at depth (0 for a
+// root) are within MaxTreeDepth levels. Deeper groups are not part of the
+// tree: their own chains are errors.
+func expands(depth int) bool { return depth+1 < v1alpha1.MaxTreeDepth }
 
 // satisfiedLocked reports whether g, at depth below its root, reaches its
 // minimum, with the counts behind the answer. A basic group is satisfied

@@ -301,11 +301,6 @@ func (c *Cache) SetServed(d Dialect, served bool) { c.served[d].Store(served) }
 // Served reports what SetServed last recorded.
 func (c *Cache) Served(d Dialect) bool { return d == Phalanx || c.served[d].Load() }
 
-// expands reports whether the children of a composite at depth (0 for a
-// root) are within MaxTreeDepth levels. Deeper groups are not part of the
-// tree: their own chains are errors.
-func expands(depth int) bool { return depth+1 < v1alpha1.MaxTreeDepth }
-
 // HierarchyRevision identifies the state of the hierarchy group k belongs
 // to as far as validation is concerned: it changes whenever a group object
 // of the hierarchy, its parent links, its set of live members, or a

@@ -13,9 +13,9 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
@@ -84,7 +84,7 @@ func tooLarge(t *groups.Tree, infos []fwk.NodeInfo) string {
 		if !l.Gang {
 			continue
 		}
-		if msg := gang.ExceedsAllocatable(l.MinCount, live(l), alloc); msg != "" {
+		if msg := gangcore.ExceedsAllocatable(l.MinCount, requestsOf(live(l)), alloc); msg != "" {
 			return fmt.Sprintf("%s: %s", l.Key, msg)
 		}
 	}
@@ -269,4 +269,14 @@ func (in *Inspector) preempt(ctx context.Context, p *profile, tree *groups.Tree,
 	}
 	sort.Slice(out.Victims, func(i, j int) bool { return out.Victims[i].Pod < out.Victims[j].Pod })
 	return out, nil
+}
+
+// requestsOf are the requests of each of members, as the planner and
+// PhalanxGang's size check read them.
+func requestsOf(members []*corev1.Pod) []placement.Resources {
+	out := make([]placement.Resources, len(members))
+	for i, m := range members {
+		out[i] = planinput.Requests(m)
+	}
+	return out
 }

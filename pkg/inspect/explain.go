@@ -15,8 +15,8 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
@@ -270,7 +270,7 @@ func (in *Inspector) explainKey(ctx context.Context, k groups.Key, infos []fwk.N
 	f := facts{unit: unit(tree), pending: pending, min: rootState.Min, bound: rootState.Bound}
 	f.invalid = invalid(tree)
 	if f.invalid == "" && first != nil {
-		f.invalid = gang.Disagreement(first, all, tree.Info, in.fed.PriorityClasses)
+		f.invalid = gangcore.Disagreement(first, all, tree.Info, in.fed.PriorityClasses)
 	}
 	f.boundOK, _, _ = in.fed.Satisfied(root, groups.ByBound)
 	var have, need int

@@ -21,8 +21,8 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 )
 
 // hypothetical is a fit request read into a group cache of its own, as the
@@ -325,7 +325,7 @@ func (in *Inspector) Fit(ctx context.Context, req *debugapi.FitRequest) (*debuga
 		return blocked("no pod of the hierarchy is pending: add its pods (or a Job or Deployment whose template makes them) to the file")
 	}
 	classes := h.priorityClasses(in.fed.PriorityClasses)
-	if msg := gang.Disagreement(first, h.pods, tree.Info, classes); msg != "" {
+	if msg := gangcore.Disagreement(first, h.pods, tree.Info, classes); msg != "" {
 		return blocked(msg)
 	}
 	if ok, have, need := h.cache.Satisfied(rootKey, groups.ByExisting); !ok {

@@ -40,7 +40,6 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
@@ -53,7 +52,7 @@ import (
 // cycle they stand aside anyway, and building them twice would subscribe
 // them to the group cache twice.
 var phalanxPlugins = map[string]bool{
-	phalanxqueuesort.Name: true, gang.Name: true, topology.Name: true, preemption.Name: true,
+	phalanxqueuesort.Name: true, pluginrt.GangName: true, topology.Name: true, preemption.Name: true,
 }
 
 // Options configure an Inspector.
@@ -101,7 +100,7 @@ type profile struct {
 
 	topo *topology.Topology
 	pre  *preemption.Preemption
-	gang *gang.Gang
+	gang pluginrt.PermitWaits
 }
 
 // New builds an inspector for sched, whose profiles cfg configured and
@@ -123,8 +122,8 @@ func New(ctx context.Context, rt *pluginrt.Runtime, cfg []config.KubeSchedulerPr
 		if pl, ok := rt.Plugin(real, preemption.Name); ok {
 			p.pre = pl.(*preemption.Preemption)
 		}
-		if pl, ok := rt.Plugin(real, gang.Name); ok {
-			p.gang = pl.(*gang.Gang)
+		if pl, ok := rt.Plugin(real, pluginrt.GangName); ok {
+			p.gang, _ = pl.(pluginrt.PermitWaits)
 		}
 		if p.gang == nil {
 			// Not a Phalanx profile: nothing of it to explain.

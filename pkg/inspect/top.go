@@ -10,9 +10,9 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 )
 
@@ -117,7 +117,7 @@ func (in *Inspector) topGroup(tree *groups.Tree, waiting map[string]bool) debuga
 		for _, l := range leaves(tree) {
 			all = append(all, live(l)...)
 		}
-		msg = gang.Disagreement(first, all, tree.Info, in.fed.PriorityClasses)
+		msg = gangcore.Disagreement(first, all, tree.Info, in.fed.PriorityClasses)
 	}
 	switch {
 	case msg != "":

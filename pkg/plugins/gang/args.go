@@ -1,6 +1,8 @@
 package gang
 
 import (
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
+
 	"fmt"
 	"time"
 
@@ -15,10 +17,6 @@ const DefaultPermitWaitingTimeSeconds = 60
 // DefaultMaxPermitWaitingTimeSeconds bounds how long a gang that keeps
 // assembling may hold its reservations in Permit in all.
 const DefaultMaxPermitWaitingTimeSeconds = 600
-
-// frameworkMaxPermitSeconds is the longest wait the scheduling framework
-// grants a Permit plugin; it cuts longer timeouts short.
-const frameworkMaxPermitSeconds = 900
 
 // DefaultBindConcurrency is how many binding requests the scheduler has in
 // flight at once by default.
@@ -73,12 +71,12 @@ func DecodeArgs(obj runtime.Object) (Args, error) {
 		return args, fmt.Errorf("%s args: permitWaitingTimeSeconds=%d is out of range: use 1 to 3600", Name, args.PermitWaitingTimeSeconds)
 	}
 	if args.MaxPermitWaitingTimeSeconds == 0 {
-		args.MaxPermitWaitingTimeSeconds = min(max(DefaultMaxPermitWaitingTimeSeconds, args.PermitWaitingTimeSeconds), frameworkMaxPermitSeconds)
+		args.MaxPermitWaitingTimeSeconds = min(max(DefaultMaxPermitWaitingTimeSeconds, args.PermitWaitingTimeSeconds), gangcore.FrameworkMaxPermitSeconds)
 	}
-	if args.MaxPermitWaitingTimeSeconds < 1 || args.MaxPermitWaitingTimeSeconds > frameworkMaxPermitSeconds {
-		return args, fmt.Errorf("%s args: maxPermitWaitingTimeSeconds=%d is out of range: use 1 to %d", Name, args.MaxPermitWaitingTimeSeconds, frameworkMaxPermitSeconds)
+	if args.MaxPermitWaitingTimeSeconds < 1 || args.MaxPermitWaitingTimeSeconds > gangcore.FrameworkMaxPermitSeconds {
+		return args, fmt.Errorf("%s args: maxPermitWaitingTimeSeconds=%d is out of range: use 1 to %d", Name, args.MaxPermitWaitingTimeSeconds, gangcore.FrameworkMaxPermitSeconds)
 	}
-	if args.MaxPermitWaitingTimeSeconds < min(args.PermitWaitingTimeSeconds, frameworkMaxPermitSeconds) {
+	if args.MaxPermitWaitingTimeSeconds < min(args.PermitWaitingTimeSeconds, gangcore.FrameworkMaxPermitSeconds) {
 		return args, fmt.Errorf("%s args: maxPermitWaitingTimeSeconds=%d is below permitWaitingTimeSeconds=%d: the overall bound must allow at least one idle period", Name, args.MaxPermitWaitingTimeSeconds, args.PermitWaitingTimeSeconds)
 	}
 	if args.BindConcurrency == 0 {

@@ -1,9 +1,6 @@
 package gang
 
 import (
-	"fmt"
-	"sort"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +9,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
@@ -145,7 +143,7 @@ func (c *capacity) exceeds(g groups.Info, rev uint64, revOK bool, members func()
 			return v.msg, nil
 		}
 	}
-	msg := exceedsAllocatable(g.MinCount, members(), alloc)
+	msg := gangcore.ExceedsAllocatable(g.MinCount, requestsOf(members()), alloc)
 	if revOK {
 		c.mu.Lock()
 		c.verdicts[g.Key] = capacityVerdict{rev: rev, gen: gen, msg: msg}
@@ -154,113 +152,11 @@ func (c *capacity) exceeds(g groups.Info, rev uint64, revOK bool, members func()
 	return msg, nil
 }
 
-// exceedsAllocatable compares need members with what the nodes' allocatable
-// could hold of the smallest member: each member requests at least the
-// element-wise minimum of the members' requests (and one pod slot), so no
-// placement can hold more members than that many per node.
-func exceedsAllocatable(need int, members []*corev1.Pod, alloc []placement.Resources) string {
-	if len(members) == 0 {
-		return ""
-	}
-	var least placement.Resources
-	same := true
+// requestsOf are the requests of each of members, as the planner reads them.
+func requestsOf(members []*corev1.Pod) []placement.Resources {
+	out := make([]placement.Resources, len(members))
 	for i, m := range members {
-		req := planinput.Requests(m)
-		if i == 0 {
-			least = req
-			continue
-		}
-		for name, v := range least {
-			if req[name] != v {
-				same = false
-			}
-			if req[name] < v {
-				least[name] = req[name]
-			}
-		}
-		if len(req) != len(least) {
-			same = false
-		}
+		out[i] = planinput.Requests(m)
 	}
-	holds := 0
-	for _, node := range alloc {
-		fit := -1
-		if pods, ok := node[corev1.ResourcePods]; ok {
-			fit = int(pods)
-		}
-		for name, v := range least {
-			if v <= 0 || name == corev1.ResourcePods {
-				continue
-			}
-			if n := int(node[name] / v); fit < 0 || n < fit {
-				fit = n
-			}
-		}
-		if fit < 0 {
-			// Nothing requested and no pod limit: the node bounds nothing.
-			return ""
-		}
-		holds += fit
-		if holds >= need {
-			return ""
-		}
-	}
-	of := "of"
-	if !same {
-		of = "of at least"
-	}
-	return fmt.Sprintf("needs %d pods %s %s; the cluster's allocatable holds at most %d (%d nodes)", need, of, describe(least), holds, len(alloc))
-}
-
-// describe prints requests the way a user wrote them, e.g. "1 cpu, 4Gi memory".
-func describe(r placement.Resources) string { return amounts(r, false) }
-
-// amounts is describe that, with zeros set, also prints the resources of r
-// that are 0 ("0 cpu free").
-func amounts(r placement.Resources, zeros bool) string {
-	names := make([]string, 0, len(r))
-	for n, v := range r {
-		if v > 0 || (zeros && v == 0) {
-			names = append(names, string(n))
-		}
-	}
-	sort.Strings(names)
-	parts := make([]string, 0, len(names))
-	for _, n := range names {
-		v := r[corev1.ResourceName(n)]
-		switch corev1.ResourceName(n) {
-		case corev1.ResourceCPU:
-			if v%1000 == 0 || v == 0 {
-				parts = append(parts, fmt.Sprintf("%d cpu", v/1000))
-			} else {
-				parts = append(parts, fmt.Sprintf("%dm cpu", v))
-			}
-		case corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
-			parts = append(parts, fmt.Sprintf("%s %s", bytes(v), n))
-		case corev1.ResourcePods:
-			if v == 1 {
-				parts = append(parts, "1 pod")
-			} else {
-				parts = append(parts, fmt.Sprintf("%d pods", v))
-			}
-		default:
-			parts = append(parts, fmt.Sprintf("%d %s", v, n))
-		}
-	}
-	if len(parts) == 0 {
-		return "no requests"
-	}
-	return strings.Join(parts, ", ")
-}
-
-func bytes(v int64) string {
-	for _, u := range []struct {
-		suffix string
-		size   int64
-	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
-		if v >= u.size && v%u.size == 0 {
-			return fmt.Sprintf("%d%s", v/u.size, u.suffix)
-		}
-	}
-	return fmt.Sprintf("%d", v)
+	return out
 }

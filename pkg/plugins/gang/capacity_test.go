@@ -16,6 +16,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 )
@@ -85,7 +86,7 @@ func TestExceedsAllocatable(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, exceedsAllocatable(tc.need, tc.members, tc.alloc))
+			assert.Equal(t, tc.want, gangcore.ExceedsAllocatable(tc.need, requestsOf(tc.members), tc.alloc))
 		})
 	}
 }

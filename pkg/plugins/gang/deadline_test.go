@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
@@ -184,7 +185,7 @@ func TestGangDeadlineOfTheGroup(t *testing.T) {
 			synctest.Wait()
 			got := r.list()
 			require.Len(t, got, 1)
-			assert.Equal(t, frameworkMaxPermitSeconds*time.Second, got[0].at)
+			assert.Equal(t, gangcore.FrameworkMaxPermitSeconds*time.Second, got[0].at)
 		})
 	})
 }

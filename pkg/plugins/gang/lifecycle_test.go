@@ -68,9 +68,7 @@ func TestPerGroupStateFollowsGroupLifecycle(t *testing.T) {
 		pl.verdictMu.Lock()
 		verdicts := len(pl.verdicts)
 		pl.verdictMu.Unlock()
-		pl.shared.attempts.mu.Lock()
-		open := len(pl.shared.attempts.open)
-		pl.shared.attempts.mu.Unlock()
+		open, _ := pl.shared.attempts.Open()
 		return map[string]int{"complete": complete, "verdicts": verdicts, "capacity": pl.shared.capacity.size(),
 			"deadlines": pl.shared.deadlines.len(), "attempts": open}
 	}

@@ -8,14 +8,8 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
-)
-
-// Results of a gang attempt, the values of the result label.
-const (
-	resultAllowed  = "allowed"
-	resultRejected = "rejected"
-	resultTimeout  = "timeout"
 )
 
 var (
@@ -66,116 +60,47 @@ func init() {
 	})
 }
 
-// attempt is one round of a hierarchy's members waiting in Permit.
-type attempt struct {
-	started time.Time
-	members []types.UID
-}
+// attempts is gangcore.Attempts with the metrics above: it opens and
+// closes the rounds and counts how each ended.
+type attempts struct{ *gangcore.Attempts }
 
-// attempts follows, per hierarchy root, the round its members are waiting
-// in Permit, for the metrics above. It only observes: scheduling never
-// reads it.
-type attempts struct {
-	mu   sync.Mutex
-	now  func() time.Time
-	open map[groups.Key]*attempt
-	// rootOf remembers the hierarchy of every member that waited, so the
-	// round can be closed when that member is unreserved after the cache
-	// has already forgotten it (a deleted pod).
-	rootOf map[types.UID]groups.Key
-}
+func newAttempts() *attempts { return &attempts{gangcore.NewAttempts(time.Now)} }
 
-func newAttempts() *attempts {
-	return &attempts{now: time.Now, open: map[groups.Key]*attempt{}, rootOf: map[types.UID]groups.Key{}}
-}
-
-// waiting records that member uid of hierarchy root waits in Permit; the
-// first such member starts the round.
 func (a *attempts) waiting(root groups.Key, uid types.UID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	at := a.open[root]
-	if at == nil {
-		at = &attempt{started: a.now()}
-		a.open[root] = at
+	if a.Waiting(root, uid) {
 		groupsWaiting.Inc()
 	}
-	if _, seen := a.rootOf[uid]; !seen {
-		at.members = append(at.members, uid)
-		a.rootOf[uid] = root
-	}
 }
 
-// allowed closes the round of root because the hierarchy reached quorum.
 func (a *attempts) allowed(root groups.Key) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if at := a.closeLocked(root); at != nil {
-		groupSchedulingDuration.Observe(a.now().Sub(at.started).Seconds())
-		gangAttempts.WithLabelValues(resultAllowed).Inc()
+	if took, ok := a.Allowed(root); ok {
+		groupsWaiting.Dec()
+		groupSchedulingDuration.Observe(took.Seconds())
+		gangAttempts.WithLabelValues(string(gangcore.Allowed)).Inc()
 	}
 }
 
-// failed closes the round of the hierarchy of member uid (root when known,
-// else the hierarchy uid waited for) because a member failed. A round that
-// has lasted the Permit timeout ended by timing out: the first waiting
-// member's timer fires no earlier than that.
-func (a *attempts) failed(root groups.Key, known bool, uid types.UID, timeout time.Duration) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !known {
-		if root, known = a.rootOf[uid]; !known {
-			return
-		}
+func (a *attempts) failed(root groups.Key, known bool, uid types.UID, limit time.Duration) {
+	if result, ok := a.Failed(root, known, uid, limit); ok {
+		groupsWaiting.Dec()
+		gangAttempts.WithLabelValues(string(result)).Inc()
 	}
-	at := a.closeLocked(root)
-	if at == nil {
-		return
-	}
-	result := resultRejected
-	if a.now().Sub(at.started) >= timeout {
-		result = resultTimeout
-	}
-	gangAttempts.WithLabelValues(result).Inc()
 }
 
-// timedOut closes the round of root because its deadline passed.
 func (a *attempts) timedOut(root groups.Key) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if at := a.closeLocked(root); at != nil {
-		gangAttempts.WithLabelValues(resultTimeout).Inc()
+	if a.Expired(root) {
+		groupsWaiting.Dec()
+		gangAttempts.WithLabelValues(string(gangcore.TimedOut)).Inc()
 	}
 }
 
-func (a *attempts) closeLocked(root groups.Key) *attempt {
-	at := a.open[root]
-	if at == nil {
-		return nil
-	}
-	delete(a.open, root)
-	for _, uid := range at.members {
-		delete(a.rootOf, uid)
-	}
-	groupsWaiting.Dec()
-	return at
-}
-
-// forget closes root's round, uncounted: the group is gone.
 func (a *attempts) forget(root groups.Key) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.closeLocked(root)
-}
-
-// reset forgets every open round, when the scheduler stops.
-func (a *attempts) reset() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for root := range a.open {
-		a.closeLocked(root)
+	if a.Forget(root) {
+		groupsWaiting.Dec()
 	}
 }
+
+func (a *attempts) reset() { groupsWaiting.Add(-float64(a.Reset())) }
 
 // hierarchyOf returns the root of pod's hierarchy, if the cache knows it.
 func (pl *Gang) hierarchyOf(uid types.UID) (groups.Key, bool) {

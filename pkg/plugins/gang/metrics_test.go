@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
@@ -25,11 +25,11 @@ func readMetrics(t *testing.T) snapshot {
 	t.Helper()
 	var s snapshot
 	var err error
-	s.allowed, err = testutil.GetCounterMetricValue(gangAttempts.WithLabelValues(resultAllowed))
+	s.allowed, err = testutil.GetCounterMetricValue(gangAttempts.WithLabelValues(string(gangcore.Allowed)))
 	require.NoError(t, err)
-	s.rejected, err = testutil.GetCounterMetricValue(gangAttempts.WithLabelValues(resultRejected))
+	s.rejected, err = testutil.GetCounterMetricValue(gangAttempts.WithLabelValues(string(gangcore.Rejected)))
 	require.NoError(t, err)
-	s.timeout, err = testutil.GetCounterMetricValue(gangAttempts.WithLabelValues(resultTimeout))
+	s.timeout, err = testutil.GetCounterMetricValue(gangAttempts.WithLabelValues(string(gangcore.TimedOut)))
 	require.NoError(t, err)
 	s.waiting, err = testutil.GetGaugeMetricValue(groupsWaiting)
 	require.NoError(t, err)
@@ -110,8 +110,7 @@ func TestAttemptMetrics(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := &fakeClock{t: time.Unix(1000, 0)}
-			a := newAttempts()
-			a.now = clock.now
+			a := &attempts{gangcore.NewAttempts(clock.now)}
 			before := readMetrics(t)
 			tc.run(a, clock)
 			after := readMetrics(t)
@@ -124,20 +123,9 @@ func TestAttemptMetrics(t *testing.T) {
 
 			a.reset()
 			assert.Equal(t, before.waiting, readMetrics(t).waiting, "reset returns the waiting gauge")
-			assert.Empty(t, a.open)
-			assert.Empty(t, a.rootOf)
+			rounds, members := a.Open()
+			assert.Zero(t, rounds)
+			assert.Zero(t, members)
 		})
 	}
-}
-
-func TestAttemptForgetsItsMembersWhenClosed(t *testing.T) {
-	root := groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "tf"}
-	a := newAttempts()
-	for _, uid := range []types.UID{"0", "1", "1", "2"} {
-		a.waiting(root, uid)
-	}
-	require.Len(t, a.open[root].members, 3, "a member waiting twice is remembered once")
-	a.allowed(root)
-	assert.Empty(t, a.open)
-	assert.Empty(t, a.rootOf)
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
@@ -256,14 +257,14 @@ func judgeRoom(group groups.Key, need placement.Resources, nodes []gateNode, pre
 	alloc, free, freeWithReclaim := roomSums(need, nodes)
 	if short := shortOf(need, alloc); short != nil {
 		return fmt.Sprintf("minResources of %s can never be met: it asks for %s in total, and the allocatable of all %d nodes together is %s; lower spec.minResources or add nodes",
-			group, describe(need), len(nodes), amounts(only(alloc, short), true)), true
+			group, gangcore.Describe(need), len(nodes), gangcore.Amounts(only(alloc, short), true)), true
 	}
 	short := shortOf(need, free)
 	if short == nil {
 		return "", false
 	}
 	msg = fmt.Sprintf("waiting for free capacity: minResources of %s asks for %s in total; the cluster has %s free",
-		group, describe(need), amounts(only(free, short), true))
+		group, gangcore.Describe(need), gangcore.Amounts(only(free, short), true))
 	if preempt {
 		more := false
 		for name := range short {
@@ -274,10 +275,10 @@ func judgeRoom(group groups.Key, need placement.Resources, nodes []gateNode, pre
 			return "", false
 		}
 		if more {
-			msg += fmt.Sprintf(", %s counting pods of priority below %d", amounts(only(freeWithReclaim, short), true), prio)
+			msg += fmt.Sprintf(", %s counting pods of priority below %d", gangcore.Amounts(only(freeWithReclaim, short), true), prio)
 		}
 	}
-	return msg + fmt.Sprintf(" (short %s)", describe(short)), false
+	return msg + fmt.Sprintf(" (short %s)", gangcore.Describe(short)), false
 }
 
 // groupPriority is the priority and preemption policy the pod's hierarchy
