@@ -104,7 +104,8 @@ test: test-times-reset test-unit fuzz test-integration
 	@$(BIN)/testreport -summarize $(TEST_TIMES)
 
 # The randomized invariant runner with SOAK_SEEDS seeds (default 1,000;
-# make test runs the 20 fixed seeds and the regression seeds), SOAK_PARALLEL
+# make test runs the 20 fixed seeds and the regression seeds) and its
+# faults on (refused binds, victims that ignore SIGTERM), SOAK_PARALLEL
 # at a time on one control plane; SOAK_FIRST fixes the first seed (default
 # time-based). A failing seed is printed with its replay command: commit it
 # to randomRegressionSeeds in test/integration/random_test.go with the fix.
@@ -115,7 +116,7 @@ SOAK_PARALLEL ?= 4
 SOAK_FIRST ?=
 FIT_CASES ?= 250
 soak:
-	set -o pipefail; PHALANX_RANDOM_SEEDS=$(SOAK_SEEDS) PHALANX_RANDOM_PARALLEL=$(SOAK_PARALLEL) PHALANX_RANDOM_FIRST=$(SOAK_FIRST) \
+	set -o pipefail; PHALANX_RANDOM_FAULTS=1 PHALANX_RANDOM_SEEDS=$(SOAK_SEEDS) PHALANX_RANDOM_PARALLEL=$(SOAK_PARALLEL) PHALANX_RANDOM_FIRST=$(SOAK_FIRST) \
 	  $(GO) test -count=1 -timeout 180m -parallel $(SOAK_PARALLEL) -run TestRandomizedInvariants -v ./test/integration/ | \
 	  grep -E '^\s*(--- FAIL|PASS|FAIL|ok)|VIOLATION|seeds run'
 	set -o pipefail; PHALANX_FIT_CASES=$(FIT_CASES) $(GO) test -count=1 -timeout 120m -run TestFitAgreesWithScheduler -v ./test/integration/ | \
