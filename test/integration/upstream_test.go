@@ -2901,8 +2901,10 @@ func TestUpstreamPreemptionWhileVictimsTerminate(t *testing.T) {
 		createAll(t, c, ns, upPod("high-1", suite, "pg1", 100, "1"))
 		eventually(t, 30*time.Second, "low-1 preempted", terminating(ns, "low-1"))
 		// Upstream's condition says its group preemption found a placement
-		// and evicts; Phalanx's conditions give the planner's numbers, and
-		// the member's event and nominated node tell of the preemption.
+		// and evicts; Phalanx's condition gives the planner's numbers or,
+		// once the group preempted, the eviction and then the wait for its
+		// victims, and the member's event and nominated node tell of the
+		// preemption.
 		eventually(t, 30*time.Second, "pg1 says why it waits", func() (bool, error) {
 			cond := groupCondition(t, c, ns, "pg1", v1alpha1.PodGroupInitiallyScheduled)
 			return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == v1alpha1.ReasonUnschedulable, nil
@@ -2910,7 +2912,7 @@ func TestUpstreamPreemptionWhileVictimsTerminate(t *testing.T) {
 		cond := groupCondition(t, c, ns, "pg1", v1alpha1.PodGroupSchedulable)
 		require.NotNil(t, cond)
 		assert.Equal(t, metav1.ConditionFalse, cond.Status)
-		assert.Contains(t, cond.Message, "only 0 of 1 pods fit")
+		assert.Regexp(t, `only 0 of 1 pods fit|preempting 1 pods \(0 units, highest priority 10\) so the whole group fits|waiting for 1 preempted pods to terminate`, cond.Message)
 		eventually(t, 30*time.Second, "high-1's event tells of the preemption", func() (bool, error) {
 			return podEventContains(ctx, c, ns, "high-1", "preempting 1 pods")
 		})
