@@ -255,13 +255,19 @@ func checkDevices(ctx context.Context, client kubernetes.Interface, ns string, p
 	if err != nil {
 		return fmt.Errorf("list claims for the placement check: %w", err)
 	}
+	return checkListedDevices(ctx, client, claims.Items, pods, v)
+}
+
+// checkListedDevices is checkDevices over claims already listed: it reads
+// the slices and judges the pods.
+func checkListedDevices(ctx context.Context, client kubernetes.Interface, claims []resourceapi.ResourceClaim, pods []*corev1.Pod, v *report.Verdict) error {
 	sl, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list slices for the placement check: %w", err)
 	}
-	cp := make([]*resourceapi.ResourceClaim, len(claims.Items))
-	for i := range claims.Items {
-		cp[i] = &claims.Items[i]
+	cp := make([]*resourceapi.ResourceClaim, len(claims))
+	for i := range claims {
+		cp[i] = &claims[i]
 	}
 	sp := make([]*resourceapi.ResourceSlice, len(sl.Items))
 	for i := range sl.Items {

@@ -383,18 +383,5 @@ func checkPerfDevices(ctx context.Context, cl *sandbox.Cluster, pods []*corev1.P
 	if len(claims.Items) == 0 {
 		return nil
 	}
-	sl, err := cl.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list slices for the placement check: %w", err)
-	}
-	cp := make([]*resourceapi.ResourceClaim, len(claims.Items))
-	for i := range claims.Items {
-		cp[i] = &claims.Items[i]
-	}
-	sp := make([]*resourceapi.ResourceSlice, len(sl.Items))
-	for i := range sl.Items {
-		sp[i] = &sl.Items[i]
-	}
-	report.CheckDevices(v, pods, cp, sp)
-	return nil
+	return checkListedDevices(ctx, cl.Client, claims.Items, pods, v)
 }
