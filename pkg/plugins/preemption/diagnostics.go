@@ -1,11 +1,8 @@
 package preemption
 
 import (
-	"maps"
 	"sort"
 	"time"
-
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
@@ -25,14 +22,7 @@ type Eviction struct {
 // none or the wait for every victim has ended. It only reads: the memory is
 // cleared by the group's next PostFilter.
 func (p *Preemption) LastEviction(root groups.Key) (Eviction, bool) {
-	p.mu.Lock()
-	pe := p.pending[root]
-	var victims map[types.UID]pendingVictim
-	if pe != nil {
-		// evict drops the victims it rejects in Permit while this runs.
-		victims = maps.Clone(pe.victims)
-	}
-	p.mu.Unlock()
+	pe, victims := p.pendingVictims(root)
 	if pe == nil {
 		return Eviction{}, false
 	}

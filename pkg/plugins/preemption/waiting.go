@@ -73,6 +73,19 @@ func (p *Preemption) plannedNode(root groups.Key, pod *corev1.Pod) string {
 	return ""
 }
 
+// pendingVictims returns root's remembered preemption (nil when none) and
+// a copy of its victims: evict drops the victims it rejects in Permit
+// while the caller reads them.
+func (p *Preemption) pendingVictims(root groups.Key) (*pendingEviction, map[types.UID]pendingVictim) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pe := p.pending[root]
+	if pe == nil {
+		return nil, nil
+	}
+	return pe, maps.Clone(pe.victims)
+}
+
 // victimsLeft counts earlier victims of root that still exist, so a group
 // never preempts again while its last victims terminate: a terminating pod
 // is no candidate, yet its room counts as used, so a search then would
@@ -83,14 +96,7 @@ func (p *Preemption) plannedNode(root groups.Key, pod *corev1.Pod) string {
 // (waitEnd), however long its grace period: a victim stuck terminating
 // must not hold the group back for good.
 func (p *Preemption) victimsLeft(root groups.Key, infos []fwk.NodeInfo) int {
-	p.mu.Lock()
-	pe := p.pending[root]
-	var victims map[types.UID]pendingVictim
-	if pe != nil {
-		// evict drops the victims it rejects in Permit while this runs.
-		victims = maps.Clone(pe.victims)
-	}
-	p.mu.Unlock()
+	pe, victims := p.pendingVictims(root)
 	if pe == nil {
 		return 0
 	}
