@@ -179,14 +179,9 @@ func (c *Constraints) resolveClaims(st *deviceState, pod *corev1.Pod) (memberCla
 	var claims []*resourceapi.ResourceClaim
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
-		name, _, err := resourceclaim.Name(pod, pc)
-		if err != nil {
-			// The claim may exist before the pod's status names it: the
-			// resourceclaim controller creates it first.
-			name = c.claimMadeFor(pod, pc.Name)
-			if name == nil {
-				return memberClaims{waiting: fmt.Sprintf("the ResourceClaim of pod %s for %q is not created yet", pod.Name, pc.Name)}, nil
-			}
+		name, made := c.claimName(pod, pc)
+		if !made {
+			return memberClaims{waiting: fmt.Sprintf("the ResourceClaim of pod %s for %q is not created yet", pod.Name, pc.Name)}, nil
 		}
 		if name == nil {
 			continue
@@ -210,6 +205,21 @@ func (c *Constraints) resolveClaims(st *deviceState, pod *corev1.Pod) (memberCla
 		k := cl.Namespace + "/" + cl.Name
 		return st.refs[k] > 1 || st.ofGroup[k]
 	})}, nil
+}
+
+// claimName is the name of the claim pod's entry pc refers to, as the
+// DynamicResources plugin resolves it, or, for a claim from a template
+// that the pod's status does not name yet, of the claim the resourceclaim
+// controller made for it: the controller creates the claim first. made is
+// false while that claim does not exist; name is nil for an entry that
+// needs no claim.
+func (c *Constraints) claimName(pod *corev1.Pod, pc *corev1.PodResourceClaim) (name *string, made bool) {
+	name, _, err := resourceclaim.Name(pod, pc)
+	if err == nil {
+		return name, true
+	}
+	name = c.claimMadeFor(pod, pc.Name)
+	return name, name != nil
 }
 
 // claimMadeFor finds the claim the resourceclaim controller made from a

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
@@ -110,12 +109,8 @@ func (c *Constraints) hierarchyClasses(tree *groups.Tree) []string {
 func (c *Constraints) podClaims(pod *corev1.Pod) []*resourceapi.ResourceClaim {
 	var out []*resourceapi.ResourceClaim
 	for i := range pod.Spec.ResourceClaims {
-		pc := &pod.Spec.ResourceClaims[i]
-		name, _, err := resourceclaim.Name(pod, pc)
-		if err != nil {
-			name = c.claimMadeFor(pod, pc.Name)
-		}
-		if name == nil {
+		name, made := c.claimName(pod, &pod.Spec.ResourceClaims[i])
+		if !made || name == nil {
 			continue
 		}
 		if claim, err := c.DRA.Manager().ResourceClaims().Get(pod.Namespace, *name); err == nil {
