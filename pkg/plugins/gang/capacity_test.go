@@ -133,25 +133,9 @@ func TestCapacityVerdictFollowsMinCount(t *testing.T) {
 	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	require.NoError(t, store.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")}}}))
-	fed := groups.NewFed()
-	pl := &Gang{groups: fed, shared: &shared{capacity: newCapacity(corelisters.NewNodeLister(store)), room: newMinRoom()}}
-	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pg", UID: "pg"}}
-	pg.Spec.SchedulingPolicy.Gang = &v1alpha1.GangSchedulingPolicy{MinCount: 5}
-	fed.OnPodGroup(pg)
-	var members []*corev1.Pod
-	for i := range 5 {
-		p := requesting("1", "")
-		p.Namespace, p.Name, p.UID = "ns", fmt.Sprintf("m-%d", i), types.UID(fmt.Sprintf("m-%d", i))
-		p.Labels = map[string]string{v1alpha1.PodGroupLabel: "pg"}
-		fed.OnPod(p)
-		members = append(members, p)
-	}
-	chainOf := func() groups.Chain {
-		ch, grouped, err := fed.ChainOf(members[0])
-		require.True(t, grouped)
-		require.NoError(t, err)
-		return ch
-	}
+	g := newCapacityGang(store, 5)
+	pl, fed, pg := g.pl, g.fed, g.pg
+	chainOf := func() groups.Chain { return g.chainOf(t) }
 	assert.Equal(t, "needs 5 pods of 1 cpu; the cluster's allocatable holds at most 4 (1 nodes)", pl.tooLarge(chainOf()))
 
 	stale := chainOf()
@@ -176,31 +160,50 @@ func TestNodeEventRenewsCapacityVerdict(t *testing.T) {
 		return n
 	}
 	addNode("n-0")
-	fed := groups.NewFed()
-	pl := &Gang{groups: fed, shared: &shared{capacity: newCapacity(corelisters.NewNodeLister(store)), room: newMinRoom()}}
-	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pg", UID: "pg"}}
-	pg.Spec.SchedulingPolicy.Gang = &v1alpha1.GangSchedulingPolicy{MinCount: 6}
-	fed.OnPodGroup(pg)
-	var members []*corev1.Pod
-	for i := range 6 {
-		p := requesting("1", "")
-		p.Namespace, p.Name, p.UID = "ns", fmt.Sprintf("m-%d", i), types.UID(fmt.Sprintf("m-%d", i))
-		p.Labels = map[string]string{v1alpha1.PodGroupLabel: "pg"}
-		fed.OnPod(p)
-		members = append(members, p)
-	}
-	chainOf := func() groups.Chain {
-		ch, grouped, err := fed.ChainOf(members[0])
-		require.True(t, grouped)
-		require.NoError(t, err)
-		return ch
-	}
+	g := newCapacityGang(store, 6)
+	pl := g.pl
+	chainOf := func() groups.Chain { return g.chainOf(t) }
 	require.Equal(t, "needs 6 pods of 1 cpu; the cluster's allocatable holds at most 4 (1 nodes)", pl.tooLarge(chainOf()))
 
 	// The informer's store has the new node; its handlers have not all run.
 	n := addNode("n-1")
-	hint, err := pl.nodeCanHelp(klog.Background(), members[0], nil, n)
+	hint, err := pl.nodeCanHelp(klog.Background(), g.members[0], nil, n)
 	require.NoError(t, err)
 	require.Equal(t, fwk.Queue, hint)
 	assert.Empty(t, pl.tooLarge(chainOf()), "two 4-cpu nodes hold 6 one-cpu pods")
+}
+
+// capacityGang is a gang plugin whose capacity check reads store's nodes,
+// and a PodGroup pg of minCount members of 1 cpu each, all in the group
+// cache.
+type capacityGang struct {
+	pl      *Gang
+	fed     *groups.Fed
+	pg      *v1alpha1.PodGroup
+	members []*corev1.Pod
+}
+
+func newCapacityGang(store cache.Indexer, minCount int32) *capacityGang {
+	fed := groups.NewFed()
+	g := &capacityGang{fed: fed, pl: &Gang{groups: fed, shared: &shared{capacity: newCapacity(corelisters.NewNodeLister(store)), room: newMinRoom()}}}
+	g.pg = &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pg", UID: "pg"}}
+	g.pg.Spec.SchedulingPolicy.Gang = &v1alpha1.GangSchedulingPolicy{MinCount: minCount}
+	fed.OnPodGroup(g.pg)
+	for i := range int(minCount) {
+		p := requesting("1", "")
+		p.Namespace, p.Name, p.UID = "ns", fmt.Sprintf("m-%d", i), types.UID(fmt.Sprintf("m-%d", i))
+		p.Labels = map[string]string{v1alpha1.PodGroupLabel: "pg"}
+		fed.OnPod(p)
+		g.members = append(g.members, p)
+	}
+	return g
+}
+
+// chainOf is the first member's chain as the cache has it now.
+func (g *capacityGang) chainOf(t *testing.T) groups.Chain {
+	t.Helper()
+	ch, grouped, err := g.fed.ChainOf(g.members[0])
+	require.True(t, grouped)
+	require.NoError(t, err)
+	return ch
 }
