@@ -82,8 +82,7 @@ func (r *randomRunner) toggleBindRefusal() {
 	if r.chaos.Intn(4) != 0 {
 		return
 	}
-	r.refusals++
-	b := &bindRefusal{name: fmt.Sprintf("rnd-refuse-%s-%d", r.prefix, r.refusals)}
+	b := &bindRefusal{name: fmt.Sprintf("rnd-refuse-%s-%d", r.prefix, len(r.everRefused)+1)}
 	nodes := sortedKeys(r.nodes)
 	if r.chaos.Intn(3) == 0 && len(nodes) > 0 {
 		b.node = nodes[r.chaos.Intn(len(nodes))]

@@ -299,9 +299,8 @@ type randomRunner struct {
 	// refusals in force at some time since the last check.
 	refusal *bindRefusal
 	recent  []*bindRefusal
-	// everRefused are all the seed's refusals.
+	// everRefused are all the seed's refusals, in order.
 	everRefused []*bindRefusal
-	refusals    int
 	bindHeld    int
 	probeNS     string
 	// terminatingUntil is the end of the grace period of each pod seen
@@ -396,7 +395,7 @@ func runRandomSeed(t *testing.T, c *sandbox.Cluster, seed int64) (violations int
 		}
 	}
 	t.Logf("%d actions, %d pods evicted by preemption, %d bound and %d pending at the end, %d violations; faults: %d bind refusals, %d gangs held below their minimum by one, %d victims ran out a grace period",
-		actions, r.evicted, bound, len(final.pods)-bound, r.found, r.refusals, r.bindHeld, len(r.terminatingUntil))
+		actions, r.evicted, bound, len(final.pods)-bound, r.found, len(r.everRefused), r.bindHeld, len(r.terminatingUntil))
 	if r.found > 0 {
 		t.Logf("actions of seed %d:\n  %s", seed, strings.Join(r.log, "\n  "))
 	}
