@@ -170,6 +170,39 @@ func TestSchedulerLostMidBindEvictsAGangItCannotComplete(t *testing.T) {
 }
 
 // freeNode returns the node of n-0..n-2 no pod of ns is bound to.
+// TestRetryOfAGangThatCannotBeMadeWholeGivesBackItsNode: g-1's binding is
+// refused for good after its gang of 2 passed Permit, and the user then
+// deletes g-0, the member that bound. The gang can no longer be made
+// whole (1/2 present) and has nothing bound to evict. A plain pod of the
+// same priority that fits only in g-1's room arrives. Outcome: once the
+// recovery's Permit timeout (3s) has passed, the plain pod binds there.
+// Before, g-1 kept its retry nomination (the framework keeps a nomination
+// across failed attempts) and nothing requeued the plain pod, so it stayed
+// pending while the cluster was idle.
+func TestRetryOfAGangThatCannotBeMadeWholeGivesBackItsNode(t *testing.T) {
+	c := bindFailCluster(t, 3)
+	ns := namespace(t, c)
+	refuseBinding(t, c, "g-1")
+	createPodGroup(t, c, ns, gangPG("g", 2))
+	for i := 0; i < 2; i++ {
+		createPods(t, c, ns, member{name: fmt.Sprintf("g-%d", i), labels: inGroup("g"), cpu: "2"})
+	}
+	waitBound(t, c, ns, "g-", 1)
+	note := waitPodEvent(t, c, ns, "g-1", "retries on ")
+	_, rest, _ := strings.Cut(note, "retries on ")
+	node, _, _ := strings.Cut(rest, " ")
+	require.NotEmpty(t, node)
+	require.NoError(t, c.Client.CoreV1().Pods(ns).Delete(context.Background(), "g-0", metav1.DeleteOptions{}))
+
+	plain := member{name: "plain", cpu: "2"}.pod()
+	plain.Spec.NodeSelector = map[string]string{sandbox.HostnameLabel: node}
+	_, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), plain, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 20*time.Second, "the plain pod bound on "+node, func() (bool, error) {
+		return boundPods(t, c, ns)["plain"] == node, nil
+	})
+}
+
 func freeNode(t *testing.T, c *sandbox.Cluster, ns string) string {
 	t.Helper()
 	used := map[string]bool{}

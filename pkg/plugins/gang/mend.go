@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -245,11 +246,49 @@ func (pl *Gang) mendDue(unit groups.Key, m *mend) {
 	pl.evictIncomplete(pl.shared.lifetime, unit, m)
 }
 
-// endPromises withdraws the retry promises of m's members.
+// endPromises withdraws the retry promises of m's members, and the
+// nominations they kept. A failed attempt of a pending member leaves its
+// nomination in place, so without this a member of a gang that can no
+// longer be made whole (its siblings evicted or deleted) would hold its
+// node against every other pod for as long as it stays pending.
+//
+// The pods the nomination kept off its node were refused by filters that
+// a dropped nomination does not requeue (a pod's deletion or a node's
+// change does), so every pending pod is tried again. A gang recovery
+// ending with a member still pending is rare; listing the informer's pods
+// then is cheaper than tracking, on every refusal, which nomination caused
+// it.
 func (pl *Gang) endPromises(m *mend) {
+	dropped := false
 	for uid := range m.retrying {
-		pl.shared.promises.Withdraw(uid, pluginrt.RetryPromise)
+		if pod := pl.shared.promises.Withdraw(uid, pluginrt.RetryPromise); pod != nil {
+			pl.handle.DeleteNominatedPodIfExists(pod)
+			dropped = true
+		}
 	}
+	if dropped {
+		pl.activateAllPending()
+	}
+}
+
+// activateAllPending moves every unbound pod the queue holds as
+// unschedulable or backing off to the active queue.
+func (pl *Gang) activateAllPending() {
+	lister := pl.podLister
+	if lister == nil {
+		lister = pl.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	}
+	pods, err := lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	var pending []*corev1.Pod
+	for _, p := range pods {
+		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			pending = append(pending, p)
+		}
+	}
+	pl.activatePods(pending)
 }
 
 // evictIncomplete evicts the members of unit a scheduler bound, which

@@ -91,16 +91,19 @@ func (p *Promises) Move(uid types.UID, node string) {
 	}
 }
 
-// Withdraw ends pod's promise of kind (any kind for kinds empty).
-func (p *Promises) Withdraw(uid types.UID, kinds ...PromiseKind) {
+// Withdraw ends pod's promise of kind (any kind for kinds empty) and
+// returns the pod it was made to, nil when it held none. The nomination
+// Keep made last stays with the framework: the caller drops it when the
+// room must go back at once.
+func (p *Promises) Withdraw(uid types.UID, kinds ...PromiseKind) *corev1.Pod {
 	if p == nil || p.n.Load() == 0 {
-		return
+		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.entries[uid]
 	if e == nil {
-		return
+		return nil
 	}
 	if len(kinds) > 0 {
 		match := false
@@ -108,11 +111,12 @@ func (p *Promises) Withdraw(uid types.UID, kinds ...PromiseKind) {
 			match = match || e.kind == k
 		}
 		if !match {
-			return
+			return nil
 		}
 	}
 	delete(p.entries, uid)
 	p.n.Store(int32(len(p.entries)))
+	return e.pod
 }
 
 // Len counts the promises held.
