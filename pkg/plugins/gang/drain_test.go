@@ -85,6 +85,9 @@ type drainHandle struct {
 	informers informers.SharedInformerFactory
 	mu        sync.Mutex
 	waiting   map[types.UID]*recordingWaitingPod
+	// activated and unnominated record the pods handed to Activate and
+	// DeleteNominatedPodIfExists.
+	activated, unnominated []string
 }
 
 func (h *drainHandle) GetWaitingPod(uid types.UID) fwk.WaitingPod {
@@ -95,7 +98,19 @@ func (h *drainHandle) GetWaitingPod(uid types.UID) fwk.WaitingPod {
 	}
 	return nil
 }
-func (h *drainHandle) Activate(klog.Logger, map[string]*corev1.Pod) {}
+func (h *drainHandle) Activate(_ klog.Logger, pods map[string]*corev1.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name := range pods {
+		h.activated = append(h.activated, name)
+	}
+}
+
+func (h *drainHandle) DeleteNominatedPodIfExists(pod *corev1.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unnominated = append(h.unnominated, pod.Name)
+}
 func (h *drainHandle) ClientSet() kubernetes.Interface              { return h.client }
 func (h *drainHandle) SharedInformerFactory() informers.SharedInformerFactory {
 	return h.informers

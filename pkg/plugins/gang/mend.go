@@ -261,7 +261,8 @@ func (pl *Gang) mendDue(unit groups.Key, m *mend) {
 func (pl *Gang) endPromises(m *mend) {
 	dropped := false
 	for uid := range m.retrying {
-		if pod := pl.shared.promises.Withdraw(uid, pluginrt.RetryPromise); pod != nil {
+		pod := pl.shared.promises.Withdraw(uid, pluginrt.RetryPromise)
+		if s, tracked := pl.groups.StateOf(uid); pod != nil && tracked && s == groups.Pending {
 			pl.handle.DeleteNominatedPodIfExists(pod)
 			dropped = true
 		}

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -131,6 +133,43 @@ func TestRetryKeepsTheFailedMembersNode(t *testing.T) {
 	pl.shared.mends.mu.Unlock()
 	assert.False(t, open, "the recovery ends once the gang is whole")
 	assert.Zero(t, pl.shared.promises.Len())
+}
+
+// TestRecoveryEndingGivesBackTheRetryNomination: the recovery of a gang
+// that can no longer be made whole (its bound member deleted) ends at its
+// deadline with the failed member still pending. Its retry nomination is
+// dropped with the promise, and the pending pods it may have kept off the
+// node are tried again; a failed attempt keeps a nomination, so without
+// this the member would hold the node for as long as it stays pending.
+func TestRecoveryEndingGivesBackTheRetryNomination(t *testing.T) {
+	pl := mendGang(t)
+	ctx := context.Background()
+	var members []*corev1.Pod
+	for i := 0; i < 2; i++ {
+		members = append(members, labelMember("g", i))
+		pl.groups.OnPod(members[i])
+		require.Nil(t, pl.Reserve(ctx, nil, members[i], "n-"+members[i].Name))
+	}
+	require.True(t, pl.shared.drain.admit("label group ns/g", members))
+	pl.Unreserve(ctx, nil, members[0], "n-g-0")
+	leaf := groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"}
+	pl.shared.mends.mu.Lock()
+	m := pl.shared.mends.open[leaf]
+	pl.shared.mends.mu.Unlock()
+	require.NotNil(t, m)
+	pl.groups.OnPodDeleted(members[1])
+
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain", UID: "plain"}}
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, store.Add(plain))
+	require.NoError(t, store.Add(members[0]))
+	pl.podLister = corelisters.NewPodLister(store)
+
+	pl.mendDue(leaf, m)
+	h := pl.handle.(*drainHandle)
+	assert.Zero(t, pl.shared.promises.Len(), "the promise ends with the recovery")
+	assert.Equal(t, []string{"g-0"}, h.unnominated, "the pending member's nomination is dropped")
+	assert.ElementsMatch(t, []string{"ns/plain", "ns/g-0"}, h.activated, "the pending pods are tried again")
 }
 
 func mendGang(t *testing.T) *Gang {
