@@ -111,7 +111,7 @@ func (h *drainHandle) DeleteNominatedPodIfExists(pod *corev1.Pod) {
 	defer h.mu.Unlock()
 	h.unnominated = append(h.unnominated, pod.Name)
 }
-func (h *drainHandle) ClientSet() kubernetes.Interface              { return h.client }
+func (h *drainHandle) ClientSet() kubernetes.Interface { return h.client }
 func (h *drainHandle) SharedInformerFactory() informers.SharedInformerFactory {
 	return h.informers
 }
