@@ -381,25 +381,50 @@ func bindRecoveryEvent(reason, _ string) bool {
 }
 
 // mayHaveFailedBind reports whether a refusal of this seed may have
-// refused a bind of group's members: any refusal of a node, or one of a
-// name some member of the group has. Not only those since the last check:
-// the scheduler evicts a gang a refused bind left below its minimum a
-// Permit timeout after the refusal, and its retries may outlive the
-// refusal by as long.
+// refused a bind of a member of group's gang unit (the group, or every
+// child of its gang composite: the scheduler recovers and evicts the unit
+// as a whole): any refusal of a node, or one of a name some member of the
+// unit has or had. Not only those since the last check: the scheduler
+// evicts a gang a refused bind left below its minimum a Permit timeout
+// after the refusal, and its retries may outlive the refusal by as long.
 func (r *randomRunner) mayHaveFailedBind(group string) bool {
-	if group == "" {
+	g := r.groups[group]
+	if g == nil {
 		return false
 	}
-	if g := r.groups[group]; g != nil && g.bindFailed != "" {
-		return true
+	unit := []*rGroup{g}
+	if cp := r.comps[g.parent]; cp != nil && cp.gang {
+		if cp.bindFailed != "" {
+			return true
+		}
+		unit = unit[:0]
+		for _, child := range cp.children {
+			if cg := r.groups[child]; cg != nil {
+				unit = append(unit, cg)
+			}
+		}
+	}
+	for _, ug := range unit {
+		if ug.bindFailed != "" {
+			return true
+		}
 	}
 	for _, b := range r.everRefused {
 		if b.node != "" {
 			return true
 		}
-		for _, p := range r.pods {
-			if p.group == group && strings.HasSuffix(p.name, b.suffix) {
-				return true
+		for _, ug := range unit {
+			// Members are named <group>-<i>; a Job's pods are not,
+			// and are found among the runner's pods.
+			for i := 0; i < ug.size; i++ {
+				if strings.HasSuffix(fmt.Sprintf("%s-%d", ug.name, i), b.suffix) {
+					return true
+				}
+			}
+			for _, p := range r.pods {
+				if p.group == ug.name && strings.HasSuffix(p.name, b.suffix) {
+					return true
+				}
 			}
 		}
 	}
