@@ -130,3 +130,63 @@ func TestPhalanxProcessArmRunsWithoutUpstreamWorkloadScheduling(t *testing.T) {
 	assert.Equal(t, []string{"--phalanx-port=0"}, h.childFlags(h.phalanxScheduler))
 	assert.Empty(t, h.childFlags(h.kubeScheduler))
 }
+
+// Every case's ceiling plan must itself be a valid placement: no node over
+// its capacity, and each constrained gang inside one domain. Before, with
+// mixed gang sizes, "gang index modulo racks" put two large gangs in one
+// rack and the bench reported PLACEMENT VIOLATED on the ceiling's own row
+// (TopologyAwareScheduling/128Nodes_12Gangs_86Pods_RequiredRack).
+func TestCeilingPlanIsAValidPlacement(t *testing.T) {
+	for _, quick := range []bool{true, false} {
+		for _, c := range Cases(quick) {
+			if c.Starvation != nil {
+				continue
+			}
+			pods, nodes := ceilingPlan(c)
+			require.Len(t, nodes, len(pods))
+			labels := map[string]map[string]string{}
+			for _, n := range c.topology().Nodes() {
+				labels[n.Name] = n.Labels
+			}
+			used := map[string]int{}
+			nodeOf := map[string]string{}
+			for i, p := range pods {
+				if nodes[i] == "" {
+					continue
+				}
+				used[nodes[i]]++
+				nodeOf[p] = nodes[i]
+			}
+			placed := 0
+			for _, g := range c.groups() {
+				n := 0
+				for _, m := range g.Members {
+					if nodeOf[m] != "" {
+						n++
+					}
+				}
+				assert.Contains(t, []int{0, len(g.Members)}, n, "%s: gang %s placed in part", c.Name, g.Name)
+				placed += n
+			}
+			if len(c.groups()) == 0 {
+				placed = len(nodeOf)
+			}
+			assert.Positive(t, placed, "%s: the ceiling binds something", c.Name)
+			for n, k := range used {
+				assert.LessOrEqual(t, k, c.slotsPerNode(), "%s: node %s overcommitted", c.Name, n)
+			}
+			if c.TopologyKey == "" {
+				continue
+			}
+			for _, g := range c.groups() {
+				domains := map[string]bool{}
+				for _, m := range g.Members {
+					if nodeOf[m] != "" {
+						domains[labels[nodeOf[m]][c.TopologyKey]] = true
+					}
+				}
+				assert.LessOrEqual(t, len(domains), 1, "%s: gang %s spans %v", c.Name, g.Name, domains)
+			}
+		}
+	}
+}

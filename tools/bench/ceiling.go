@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -17,20 +18,28 @@ import (
 // maxBindTries bounds how often the binder retries one pod.
 const maxBindTries = 5
 
-// ceilingPlan assigns every pod of the case a node without looking at the
-// cluster: plain pods and unconstrained gangs round-robin over all nodes;
-// a topology-constrained gang gets one rack (gang index modulo racks) and
-// round-robins over that rack's nodes. A gang's members go to consecutive
-// nodes, so an anti-affine gang no larger than its nodes lands one member
-// per node. It is the cheapest placement that still passes the placement
-// check, so the binder measures only what the
-// API server can bind.
+// ceilingPlan assigns every pod of the case a node without asking the
+// cluster, from the case's own numbers: plain pods and unconstrained gangs
+// go round-robin over the nodes with room; a topology-constrained gang
+// gets one rack (from gang index modulo racks, the first one from there
+// with room for the whole gang) and goes round-robin over its nodes. A
+// node holds as many pods as its cpu, pod count and GPUs allow, so the
+// plan never overcommits a node (with mixed gang sizes, "gang index modulo
+// racks" alone put two large gangs in one rack). A gang's members go to
+// consecutive nodes with room, so an anti-affine gang no larger than its
+// nodes lands one member per node. It is the cheapest placement that
+// still passes the placement check, so the binder measures only what the
+// API server can bind. A gang that fits nowhere gets node "" for every
+// member.
 func ceilingPlan(c Case) (pods, nodes []string) {
 	all := c.topology().Nodes()
 	names := make([]string, len(all))
+	free := make(map[string]int, len(all))
 	byDomain := map[string][]string{}
+	slots := c.slotsPerNode()
 	for i, n := range all {
 		names[i] = n.Name
+		free[n.Name] = slots
 		if c.TopologyKey != "" {
 			v := n.Labels[c.TopologyKey]
 			byDomain[v] = append(byDomain[v], n.Name)
@@ -42,29 +51,83 @@ func ceilingPlan(c Case) (pods, nodes []string) {
 	}
 	sort.Strings(domains)
 
+	// take returns the next node of ring (from *cursor on) with room, and
+	// moves the cursor past it; "" when the ring is full.
+	take := func(ring []string, cursor *int) string {
+		for k := 0; k < len(ring); k++ {
+			n := ring[(*cursor+k)%len(ring)]
+			if free[n] > 0 {
+				free[n]--
+				*cursor = (*cursor + k + 1) % len(ring)
+				return n
+			}
+		}
+		return ""
+	}
+	room := func(ring []string) int {
+		r := 0
+		for _, n := range ring {
+			r += free[n]
+		}
+		return r
+	}
+
 	podNames, gangs := c.podNames()
 	next := 0
 	nextIn := map[string]int{}
-	gangIndex := map[string]int{}
-	for i, p := range podNames {
-		var node string
-		if c.TopologyKey != "" && gangs[i] != "" {
-			gi, ok := gangIndex[gangs[i]]
-			if !ok {
-				gi = len(gangIndex)
-				gangIndex[gangs[i]] = gi
-			}
-			d := domains[gi%len(domains)]
-			node = byDomain[d][nextIn[d]%len(byDomain[d])]
-			nextIn[d]++
-		} else {
-			node = names[next%len(names)]
-			next++
+	for i, gi := 0, 0; i < len(podNames); {
+		end := i + 1
+		for gangs[i] != "" && end < len(podNames) && gangs[end] == gangs[i] {
+			end++
 		}
-		pods = append(pods, p)
-		nodes = append(nodes, node)
+		ring, cursor := names, &next
+		var domain string
+		if c.TopologyKey != "" && gangs[i] != "" {
+			domain = domains[gi%len(domains)]
+			for k := range domains {
+				if cand := domains[(gi+k)%len(domains)]; room(byDomain[cand]) >= end-i {
+					domain = cand
+					break
+				}
+			}
+			at := nextIn[domain]
+			ring, cursor = byDomain[domain], &at
+		}
+		// A gang no domain has room for (a 12-pod gang on racks of 8
+		// one-pod nodes) is left unbound, whole, as a gang scheduler
+		// leaves it: node "" tells the binder to skip the pod.
+		fits := room(ring) >= end-i
+		for j := i; j < end; j++ {
+			pods = append(pods, podNames[j])
+			node := ""
+			if fits {
+				node = take(ring, cursor)
+			}
+			nodes = append(nodes, node)
+		}
+		if domain != "" {
+			nextIn[domain] = *cursor
+		}
+		if gangs[i] != "" {
+			gi++
+		}
+		i = end
 	}
 	return pods, nodes
+}
+
+// slotsPerNode is how many of the case's measured pods one node holds.
+func (c Case) slotsPerNode() int {
+	nodeCPU := resource.MustParse(nodeCPU)
+	podCPU := resource.MustParse(c.podCPU())
+	slots := nodePods
+	if p := podCPU.MilliValue(); p > 0 {
+		slots = min(slots, int(nodeCPU.MilliValue()/p))
+	}
+	if c.GPUs != nil && c.GPUs.PerPod > 0 {
+		slots = min(slots, c.GPUs.PerNode/c.GPUs.PerPod)
+	}
+	return slots
 }
 
 // binder is the bind ceiling: workers POST pods/binding as fast as the API
@@ -140,6 +203,9 @@ func startBinder(ctx context.Context, client kubernetes.Interface, ns string, c 
 }
 
 func (b *binder) bind(ctx context.Context, client kubernetes.Interface, ns, pod, node string) {
+	if node == "" {
+		return // its gang fits nowhere (ceilingPlan)
+	}
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
