@@ -203,6 +203,33 @@ func TestRetryOfAGangThatCannotBeMadeWholeGivesBackItsNode(t *testing.T) {
 	})
 }
 
+// TestRefusedGangOfOneDoesNotHoldItsNode: the only member of a gang of one
+// has its binding refused for good, on the one node with room. Nothing of
+// its gang is bound or binding, so nothing waits for it there. A plain pod
+// of the same priority that needs that node arrives. Outcome: the plain
+// pod binds there within seconds, while the refusal is still in force.
+// Before, the refused member opened a gang recovery and held the node with
+// a retry promise for the whole Permit timeout (30s here), and again after
+// each new refusal, so while a bind was refused the node stayed empty.
+func TestRefusedGangOfOneDoesNotHoldItsNode(t *testing.T) {
+	c := bindFailCluster(t, 30)
+	ns := namespace(t, c)
+	for i := 0; i < 2; i++ {
+		createPods(t, c, ns, member{name: fmt.Sprintf("filler-%d", i), cpu: "2"})
+	}
+	waitBound(t, c, ns, "filler-", 2)
+	node := freeNode(t, c, ns)
+	refuseBinding(t, c, "g-0")
+	createPodGroup(t, c, ns, gangPG("g", 1))
+	createPods(t, c, ns, member{name: "g-0", labels: inGroup("g"), cpu: "2"})
+	failedSchedulingFor(t, c, ns, "g-0")
+
+	createPods(t, c, ns, member{name: "late", cpu: "2"})
+	eventually(t, 10*time.Second, "the plain pod bound on "+node, func() (bool, error) {
+		return boundPods(t, c, ns)["late"] == node, nil
+	})
+}
+
 func freeNode(t *testing.T, c *sandbox.Cluster, ns string) string {
 	t.Helper()
 	used := map[string]bool{}

@@ -86,10 +86,13 @@ func (pl *Gang) bindFailed(state fwk.CycleState, pod *corev1.Pod, node string) {
 		return
 	}
 	unit, ok := pl.groups.UnitOf(v.Leaf())
-	if !ok || pl.satisfiedByBound(unit) {
-		// No gang, or its minimum is bound without the member: it retries
-		// as any pod does. Its own group still says why it is pending, or
-		// a group that never had a member bound would say nothing at all.
+	if !ok || pl.satisfiedByBound(unit) || !pl.siblingBoundOrBinding(unit, pod.UID) {
+		// No gang, its minimum is bound without the member, or nothing of
+		// it is bound or binding (a gang of one, or every member's bind
+		// refused): it retries as any pod does, and holding the node would
+		// only keep other pods off it while nothing waits there. Its own
+		// group still says why it is pending, or a group that never had a
+		// member bound would say nothing at all.
 		pl.shared.status.Set(v.Leaf(), condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonBindFailed,
 			fmt.Sprintf("the binding of member %s to node %s failed; it is scheduled again", pod.Name, node)))
 		return
@@ -103,6 +106,20 @@ func (pl *Gang) bindFailed(state fwk.CycleState, pod *corev1.Pod, node string) {
 	pl.handle.EventRecorder().Eventf(pod, nil, corev1.EventTypeWarning, "GangBindFailed", "Binding",
 		"%s; it retries on %s until %s, after which the gang's bound members are evicted so the gang starts over",
 		cause, node, m.deadline.Format(time.RFC3339))
+}
+
+// siblingBoundOrBinding reports whether a member of unit other than uid
+// is bound, or being reserved or bound (its bind may still succeed).
+func (pl *Gang) siblingBoundOrBinding(unit groups.Key, uid types.UID) bool {
+	if _, bound, _ := pl.groups.Satisfied(unit, groups.ByBound); bound > 0 {
+		return true
+	}
+	for _, p := range pl.groups.SubtreeMembersIn(unit, groups.Assumed) {
+		if p.UID != uid {
+			return true
+		}
+	}
+	return false
 }
 
 func (pl *Gang) satisfiedByBound(unit groups.Key) bool {
