@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,10 +63,21 @@ type mends struct {
 	// whole holds the units this scheduler saw with their minimum bound,
 	// until none of their members is bound any more.
 	whole map[groups.Key]bool
+	// evicting holds the units whose bound members a recovery is
+	// evicting, with those members, until none of them is bound any more.
+	evicting map[groups.Key]*eviction
+	// nEvicting mirrors len(evicting): Permit reads it on every call.
+	nEvicting atomic.Int32
+}
+
+// eviction is a recovery's eviction of its gang's bound members.
+type eviction struct {
+	victims map[types.UID]bool
+	msg     string
 }
 
 func newMends() *mends {
-	return &mends{open: map[groups.Key]*mend{}, whole: map[groups.Key]bool{}}
+	return &mends{open: map[groups.Key]*mend{}, whole: map[groups.Key]bool{}, evicting: map[groups.Key]*eviction{}}
 }
 
 type mend struct {
@@ -321,6 +333,17 @@ func (pl *Gang) evictIncomplete(ctx context.Context, unit groups.Key, m *mend) {
 		condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonGangIncomplete, msg),
 		condition(v1alpha1.DisruptionTarget, metav1.ConditionTrue, v1alpha1.ReasonGangIncomplete, msg))
 	pl.groupEvent(unit, corev1.EventTypeWarning, v1alpha1.ReasonGangIncomplete, msg)
+	// Until the victims are gone they still count toward quorum: a retry
+	// of the failed member reaching Permit now would be let through beside
+	// them and left bound alone once they go.
+	ev := &eviction{victims: map[types.UID]bool{}, msg: "its gang's bound members are being evicted so that it starts over as a unit: " + msg}
+	for _, v := range victims {
+		ev.victims[v.UID] = true
+	}
+	pl.shared.mends.mu.Lock()
+	pl.shared.mends.evicting[unit] = ev
+	pl.shared.mends.nEvicting.Store(int32(len(pl.shared.mends.evicting)))
+	pl.shared.mends.mu.Unlock()
 	evicted := 0
 	for _, v := range victims {
 		// The cache's member lists are live: a pod that left the gang
@@ -337,6 +360,27 @@ func (pl *Gang) evictIncomplete(ctx context.Context, unit groups.Key, m *mend) {
 	}
 	recovery("evicted")
 	logger.Info("Evicted the bound members of a gang that stayed below its minimum", "group", unit, "evicted", evicted, "cause", m.cause)
+}
+
+// evictingReason says why a member of unit may not pass Permit now: its
+// gang's recovery is evicting the bound members, some still bound. ""
+// otherwise.
+func (pl *Gang) evictingReason(unit groups.Key) string {
+	ms := pl.shared.mends
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	ev := ms.evicting[unit]
+	if ev == nil {
+		return ""
+	}
+	for uid := range ev.victims {
+		if s, tracked := pl.groups.StateOf(uid); tracked && s == groups.Bound {
+			return ev.msg
+		}
+	}
+	delete(ms.evicting, unit)
+	ms.nEvicting.Store(int32(len(ms.evicting)))
+	return ""
 }
 
 // under reports whether leaf is unit or below it.
@@ -433,6 +477,8 @@ func (ms *mends) forget(k groups.Key) *mend {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	delete(ms.whole, k)
+	delete(ms.evicting, k)
+	ms.nEvicting.Store(int32(len(ms.evicting)))
 	m := ms.open[k]
 	if m != nil {
 		m.timer.Stop()
@@ -440,3 +486,7 @@ func (ms *mends) forget(k groups.Key) *mend {
 	}
 	return m
 }
+
+// evictingAny reports whether a recovery is evicting any gang, so Permit
+// of a scheduler with none costs one atomic load.
+func (ms *mends) evictingAny() bool { return ms.nEvicting.Load() > 0 }

@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -170,6 +172,50 @@ func TestRecoveryEndingGivesBackTheRetryNomination(t *testing.T) {
 	assert.Zero(t, pl.shared.promises.Len(), "the promise ends with the recovery")
 	assert.Equal(t, []string{"g-0"}, h.unnominated, "the pending member's nomination is dropped")
 	assert.ElementsMatch(t, []string{"ns/plain", "ns/g-0"}, h.activated, "the pending pods are tried again")
+}
+
+// TestRetryWaitsWhileItsGangIsEvicted: the recovery of a gang of 2 whose
+// member g-0 could not bind evicts g-1, the member that bound. Until g-1
+// is gone it still counts toward the gang's quorum, so a retry of g-0
+// reaching Permit meanwhile would be let through beside it and then left
+// bound alone. Permit refuses it, saying why, until g-1 is terminating.
+func TestRetryWaitsWhileItsGangIsEvicted(t *testing.T) {
+	pl := mendGang(t)
+	pl.handle.(*drainHandle).client = fake.NewSimpleClientset()
+	pl.podLister = corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+	ctx := context.Background()
+	var members []*corev1.Pod
+	for i := 0; i < 2; i++ {
+		members = append(members, labelMember("g", i))
+		pl.groups.OnPod(members[i])
+		require.Nil(t, pl.Reserve(ctx, nil, members[i], "n-"+members[i].Name))
+	}
+	require.True(t, pl.shared.drain.admit("label group ns/g", members))
+	pl.Unreserve(ctx, nil, members[0], "n-g-0")
+	bound := members[1].DeepCopy()
+	bound.Spec.NodeName = "n-g-1"
+	pl.groups.OnPod(bound)
+	leaf := groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"}
+	pl.shared.mends.mu.Lock()
+	m := pl.shared.mends.open[leaf]
+	pl.shared.mends.mu.Unlock()
+	require.NotNil(t, m)
+
+	pl.mendDue(leaf, m)
+	require.Nil(t, pl.Reserve(ctx, nil, members[0], "n-g-0"))
+	st, _ := pl.Permit(ctx, nil, members[0], "n-g-0")
+	require.NotNil(t, st)
+	assert.Equal(t, fwk.Unschedulable, st.Code())
+	assert.Contains(t, st.Message(), "bound members are being evicted")
+	pl.Unreserve(ctx, nil, members[0], "n-g-0")
+
+	gone := bound.DeepCopy()
+	gone.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	pl.groups.OnPod(gone)
+	require.Nil(t, pl.Reserve(ctx, nil, members[0], "n-g-0"))
+	st, _ = pl.Permit(ctx, nil, members[0], "n-g-0")
+	assert.NotContains(t, st.Message(), "being evicted", "the eviction is over once its victims are terminating")
+	assert.False(t, pl.shared.mends.evictingAny())
 }
 
 func mendGang(t *testing.T) *Gang {

@@ -93,6 +93,13 @@ func (pl *Gang) gangUnit(state fwk.CycleState, pod *corev1.Pod) (groups.Key, boo
 // gangcore.Permit's, asked once about one snapshot of the group
 // (groups.PermitFacts) and the waiting members the framework holds.
 func (pl *Gang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, node string) (*fwk.Status, time.Duration) {
+	if pl.shared.mends.evictingAny() {
+		if unit, ok := pl.gangUnit(state, pod); ok {
+			if msg := pl.evictingReason(unit); msg != "" {
+				return fwk.NewStatus(fwk.Unschedulable, msg), 0
+			}
+		}
+	}
 	facts := pl.groups.PermitFacts(pl.groups.ViewFor(state, pod))
 	in := gangcore.PermitInput{Facts: facts, Pod: pod, Node: node, Limit: pl.args.permitLimit()}
 	var handles map[types.UID]fwk.WaitingPod
