@@ -115,17 +115,18 @@ func (p *planner) orderShape(g *gnode, idx []int) {
 		assigned[i] = -1
 	}
 	if g.preferred != nil {
+		slots := map[int32][]int{} // node -> its untaken entries in nodes
+		for s, n := range nodes {
+			slots[n] = append(slots[n], s)
+		}
 		for i, pod := range pods {
 			want, ok := p.nodeIndex(p.pods[pod].prefer)
-			if p.pods[pod].prefer == "" || !ok {
+			if p.pods[pod].prefer == "" || !ok || len(slots[want]) == 0 {
 				continue
 			}
-			for s, n := range nodes {
-				if n == want && !taken[s] {
-					taken[s], assigned[i] = true, n
-					break
-				}
-			}
+			s := slots[want][0]
+			slots[want] = slots[want][1:]
+			taken[s], assigned[i] = true, want
 		}
 	}
 	next := 0
