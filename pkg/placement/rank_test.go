@@ -227,3 +227,24 @@ func nextPermutation(s []string) bool {
 	slices.Reverse(s[i+1:])
 	return true
 }
+
+// With preferred levels, the gang still goes into the fewest racks of one
+// block (12 ranks over racks of 2 × 4 free GPUs: two racks), and its ranks
+// run through one rack, then the other: 2 rack and 3 node crossings.
+func TestRankOrderWithPreferredTopology(t *testing.T) {
+	nodes := concat(
+		rackNodes("z", "b0", "r0", 2, 4, 4),
+		rackNodes("z", "b0", "r1", 2, 4, 4),
+		rackNodes("z", "b1", "r2", 2, 2, 2),
+	)
+	g := preferring(withKey(rankedGang("train", 12, 5), zoneKey), rackKey, blockKey)
+	plan, err := placement.PlanGroup(nodes, g, placement.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ring(t, g, plan)
+	c := placement.Crossings(got, labelsOf(nodes), []string{blockKey, rackKey})
+	if !slices.Equal(c, []int{0, 2, 3}) {
+		t.Fatalf("crossings (block, rack, node) = %v, want [0 2 3]; ring %v", c, got)
+	}
+}
