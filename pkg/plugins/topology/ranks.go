@@ -19,19 +19,20 @@ func rankKey(leaf string, rank int64) string {
 }
 
 // preferRanks gives every pending ranked pod of input the node its rank
-// last had.
-func (t *Topology) preferRanks(root groups.Key, input *placement.Group) {
+// last had, and reports whether input has a pending ranked pod at all: a
+// hierarchy without one has nothing to remember (rememberRanks).
+func (t *Topology) preferRanks(root groups.Key, input *placement.Group) (ranked bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	known := t.ranks[root]
-	if len(known) == 0 {
-		return
-	}
 	var walk func(g *placement.Group)
 	walk = func(g *placement.Group) {
 		for i := range g.Pending {
 			if p := &g.Pending[i]; p.Ranked {
-				p.Prefer = known[rankKey(g.Name, p.Rank)]
+				ranked = true
+				if known != nil {
+					p.Prefer = known[rankKey(g.Name, p.Rank)]
+				}
 			}
 		}
 		for _, ch := range g.Children {
@@ -39,10 +40,12 @@ func (t *Topology) preferRanks(root groups.Key, input *placement.Group) {
 		}
 	}
 	walk(input)
+	return ranked
 }
 
 // rememberRanks records the nodes of tree's ranked members: those placed
-// already, and those assignments plan.
+// already, and those assignments plan. Called only for plans with pending
+// ranked members, so an unranked hierarchy costs no pass over its members.
 func (t *Topology) rememberRanks(root groups.Key, tree *groups.Tree, assignments map[string]string) {
 	var seen map[string]string
 	var walk func(tr *groups.Tree)

@@ -37,7 +37,7 @@ func TestRanksRememberedPerLeafAndRank(t *testing.T) {
 		{Key: "uid-1-again", Rank: 1 << 32, Ranked: true},
 		{Key: "uid-l-again"},
 	}}
-	topo.preferRanks(root, input)
+	assert.True(t, topo.preferRanks(root, input), "input has ranked members")
 	assert.Equal(t, "n1", input.Pending[0].Prefer, "rank 0 ran on n1")
 	assert.Equal(t, "n2", input.Pending[1].Prefer, "rank 1 was planned on n2")
 	assert.Empty(t, input.Pending[2].Prefer, "an unranked member has no place of its own")
@@ -45,5 +45,6 @@ func TestRanksRememberedPerLeafAndRank(t *testing.T) {
 	other := &placement.Group{Name: "ns/other", Pending: []placement.Pod{{Key: "x", Ranked: true}}}
 	topo.preferRanks(root, other)
 	assert.Empty(t, other.Pending[0].Prefer, "ranks are per leaf")
+	assert.False(t, topo.preferRanks(root, &placement.Group{Name: "ns/plain", Pending: []placement.Pod{{Key: "y"}}}), "nothing ranked to remember")
 
 }
