@@ -106,7 +106,7 @@ type gnode struct {
 	bound   int
 	pending int
 	gshape  []int     // local shape -> global shape
-	byShape [][]int32 // local shape -> pending pods, sorted by key
+	byShape [][]int32 // local shape -> pending pods, in podOrder (rank.go)
 	cursor  []int     // local shape -> pods of byShape already placed
 	order   []int     // local shapes, larger first; breaks ties in shapeOrder
 	ranked  bool      // some pending pod has a rank (rank.go)
