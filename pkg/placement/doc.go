@@ -80,6 +80,18 @@
 // topology key; Plan.Choices says where and why. preferred.go has the
 // details; they cost one capacity count per node per shape, as above.
 //
+// # Rank order
+//
+// Pods of a leaf may carry ranks, their places in an all-reduce ring.
+// Placement decides how many pods of a shape each node takes, as above;
+// then the ranked pods of the shape take those nodes in rank order,
+// sorted depth-first by their domains (Options.RankLevels and the tree's
+// keys, nested by how many domains they span) and by name, unranked pods
+// after them. Each domain then holds one run of consecutive ranks: the
+// fewest ring boundary crossings, at every level at once, that the chosen
+// nodes allow. A pod's Prefer node, where its rank ran before, is filled
+// first and kept for it. rank.go has the details.
+//
 // # Domain policy
 //
 // Options.DomainPolicy orders the feasible candidates. BestFit, the

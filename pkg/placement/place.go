@@ -147,7 +147,8 @@ func (p *planner) surplus(g *gnode) {
 // placeLeaf places up to want pending pods of leaf g on nodes and returns how
 // many it placed. Shapes go in shapeOrder; within a shape, nodes are filled
 // best-fit: the node with room for the fewest pods of the shape first, ties
-// by name, so that large holes stay open for large pods and later gangs.
+// by name, so that large holes stay open for large pods and later gangs;
+// nodes a pending pod prefers come before all others.
 // A min-heap keeps this at O(len(nodes) + placed·log(len(nodes))) per shape.
 func (p *planner) placeLeaf(g *gnode, nodes []int32, want int) int {
 	placed := 0
@@ -158,9 +159,17 @@ func (p *planner) placeLeaf(g *gnode, nodes []int32, want int) int {
 		}
 		s := p.shapes[g.gshape[li]]
 		h := p.heap[:0]
+		var pref map[int32]bool
+		if g.preferred != nil {
+			pref = g.preferred[li]
+		}
 		for _, n := range nodes {
 			if c := p.count(s, n); c > 0 {
-				h = append(h, uint64(c)<<32|uint64(uint32(n)))
+				e := uint64(min(c, maxHeapCount))<<32 | uint64(uint32(n))
+				if pref != nil && !pref[n] {
+					e |= notPreferred
+				}
+				h = append(h, e)
 			}
 		}
 		for i := len(h)/2 - 1; i >= 0; i-- {
@@ -172,13 +181,13 @@ func (p *planner) placeLeaf(g *gnode, nodes []int32, want int) int {
 			h[0] = h[last]
 			h = h[:last]
 			siftDown(h, 0)
-			have := int64(top >> 32)
+			have := int64((top &^ notPreferred) >> 32)
 			if s.shared {
 				// A placement elsewhere in the node's domain may have used
 				// up a limit since the count was taken; counts only fall.
 				if now := p.count(s, int32(uint32(top))); now < have {
 					if now > 0 {
-						h = append(h, uint64(now)<<32|top&0xffffffff)
+						h = append(h, uint64(now)<<32|top&(0xffffffff|notPreferred))
 						siftUp(h, len(h)-1)
 					}
 					continue
@@ -193,6 +202,16 @@ func (p *planner) placeLeaf(g *gnode, nodes []int32, want int) int {
 	}
 	return placed
 }
+
+// Heap entries of placeLeaf: the node's count of the shape above its
+// index, and the top bit set for a node no pending pod of the shape
+// prefers, so that preferred nodes (Pod.Prefer: where a re-created rank
+// ran) fill first and best-fit orders the rest. Counts are capped to keep
+// clear of that bit; no placement takes that many pods at once.
+const (
+	notPreferred = uint64(1) << 63
+	maxHeapCount = int64(1)<<31 - 1
+)
 
 // shapeOrder puts first the shape under the most pressure in nodes: the
 // highest ratio of pending pods to the pods of that shape the nodes hold.

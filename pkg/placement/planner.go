@@ -60,9 +60,12 @@ type planner struct {
 }
 
 type podInfo struct {
-	key   string
-	leaf  *gnode
-	local int // index into leaf.byShape
+	key    string
+	leaf   *gnode
+	local  int // index into leaf.byShape
+	rank   int64
+	ranked bool
+	prefer string
 }
 
 // assignment is one entry of the undo log: pod (global index) on node.
@@ -103,9 +106,13 @@ type gnode struct {
 	bound   int
 	pending int
 	gshape  []int     // local shape -> global shape
-	byShape [][]int32 // local shape -> pending pods, sorted by key
+	byShape [][]int32 // local shape -> pending pods, in podOrder (rank.go)
 	cursor  []int     // local shape -> pods of byShape already placed
 	order   []int     // local shapes, larger first; breaks ties in shapeOrder
+	ranked  bool      // some pending pod has a rank (rank.go)
+	// preferred, per local shape, the nodes some pending pod of it
+	// prefers (Pod.Prefer) by index; nil when none does.
+	preferred []map[int32]bool
 
 	// Outcome, rewritten by every quorum attempt.
 	ok       bool
@@ -261,11 +268,14 @@ func (b *builder) buildLeaf(n *gnode) error {
 		if len(p.pods) >= math.MaxInt32 {
 			return errors.New("placement: too many pods")
 		}
-		p.pods = append(p.pods, podInfo{key: pod.Key, leaf: n, local: pod.Shape})
+		p.pods = append(p.pods, podInfo{key: pod.Key, leaf: n, local: pod.Shape, rank: pod.Rank, ranked: pod.Ranked, prefer: pod.Prefer})
 		n.byShape[pod.Shape] = append(n.byShape[pod.Shape], int32(len(p.pods)-1))
+		n.ranked = n.ranked || pod.Ranked
 	}
+	// Ranked pods go first, lowest rank first, so that a gang larger than
+	// its room leaves out its highest ranks and its unranked pods.
 	for _, pods := range n.byShape {
-		slices.SortFunc(pods, func(a, b int32) int { return strings.Compare(p.pods[a].key, p.pods[b].key) })
+		slices.SortFunc(pods, p.podOrder)
 	}
 	var on []int32
 	for i, bp := range g.Bound {
@@ -281,6 +291,19 @@ func (b *builder) buildLeaf(n *gnode) error {
 		if idx, ok := p.nodeIndex(bp.Node); ok {
 			on = append(on, idx)
 		}
+	}
+	for _, pod := range g.Pending {
+		idx, ok := p.nodeIndex(pod.Prefer)
+		if pod.Prefer == "" || !ok {
+			continue
+		}
+		if n.preferred == nil {
+			n.preferred = make([]map[int32]bool, len(g.Shapes))
+		}
+		if n.preferred[pod.Shape] == nil {
+			n.preferred[pod.Shape] = map[int32]bool{}
+		}
+		n.preferred[pod.Shape][idx] = true
 	}
 	n.bound = len(g.Bound)
 	n.pending = len(g.Pending)

@@ -211,6 +211,13 @@ func (st *genState) leaf(key string, shared *placement.Shape) *placement.Group {
 	st.budget -= pending
 	for i := range pending {
 		g.Pending = append(g.Pending, placement.Pod{Key: fmt.Sprintf("%s-p%d", g.Name, i), Shape: src.intn(len(g.Shapes))})
+		// Every other leaf ranks its pods against key order, the last
+		// unranked, so that rank order's reshuffle meets every property
+		// below. Derived from the count, not drawn, so the cases the
+		// source generates stay what they were.
+		if st.groups%2 == 0 && i < pending-1 {
+			g.Pending[i].Rank, g.Pending[i].Ranked = int64(pending-i), true
+		}
 	}
 	for i := range src.intn(3) {
 		node := "gone"

@@ -280,5 +280,6 @@ func (t *NodeTable) Plan(root *Group, reserved []Usage, opts Options) (*Plan, er
 		return nil, p.root.fail
 	}
 	p.surplus(p.root)
+	p.orderRanks()
 	return p.plan(), nil
 }

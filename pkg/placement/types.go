@@ -103,6 +103,18 @@ type Pod struct {
 	// same keys.
 	Key   string
 	Shape int // index into Group.Shapes
+	// Rank is the pod's position in its leaf's ring (an all-reduce passes
+	// data from one rank to the next), meaningful when Ranked. Only the
+	// order matters: ranks may have gaps and need not start at 0. Within
+	// the nodes a plan gives a shape of the leaf, ranked pods take them in
+	// rank order, domain by domain (see rank.go); unranked pods follow.
+	Rank   int64
+	Ranked bool
+	// Prefer is a node the pod should return to when the plan puts a pod
+	// of its shape there anyway: where an earlier incarnation of its rank
+	// was planned or ran. Placement favours nodes some pending pod
+	// prefers, and rank order keeps the preferred node for that pod.
+	Prefer string
 }
 
 // BoundPod is a member that is already bound or assumed.
@@ -194,6 +206,13 @@ type Options struct {
 	// label is. The scheduler fills it for device attribute levels
 	// (DeviceAttributeKey), whose values come from ResourceSlices.
 	Domains map[string]map[string]string
+	// RankLevels are topology keys, such as zone, block and rack, by which
+	// ranked pods are ordered on the nodes of their plan: consecutive ranks
+	// fill one domain of each level before the next, domains in order of
+	// their values, nodes by name (rank.go). The tree's own topology keys
+	// are levels too. The order given does not matter: levels are nested
+	// by how many domains the plan's nodes span.
+	RankLevels []string
 }
 
 // ExtraRoom is one node's room in resources outside the node table.

@@ -49,6 +49,14 @@ type Case struct {
 	// SpreadKey, when set, counts the domains of this label each gang uses
 	// (report.Spread), and is where fragmentation is measured.
 	SpreadKey string
+	// Ranked gives member i of every gang rank i (the
+	// scheduling.phalanx.dev/rank annotation; only Phalanx reads it).
+	// RingKeys, when set, measures how often each gang's ring of members,
+	// in that order, crosses the boundaries of these levels (report.Ring),
+	// whether or not the members carry ranks: a ranked case and its
+	// unranked twin read side by side.
+	Ranked   bool
+	RingKeys []string
 	// GangSizes, when set, are the gangs' sizes in creation order (a
 	// sequence of mixed sizes); Gangs and PodsPerGang are then unused.
 	GangSizes []int
@@ -328,6 +336,7 @@ func Cases(quick bool) []Case {
 		// per node; a 100-pod gang evicts 25 of them.
 		withShape(full("Preemption/1000Nodes_250LowGangs_1000Pods_100PodGang", 2, preemptionCase(250, 100)), 5, 2, 100),
 	}, preferredCases("1024Nodes_96Gangs_688Pods", 8, 4, 8)...)
+	cases = append(cases, rankCases(full)...)
 	// The starvation cases are 8 nodes: they measure minutes of a busy
 	// cluster, not scale. They are not in the quick set, whose test
 	// asserts that every pod binds (a starving gang does not, by design).
@@ -367,6 +376,21 @@ func preferredCases(shape string, rounds, zones, nodesPerRack int) []Case {
 		variant("RequiredBlock", sandbox.BlockLabel),
 		variant("RequiredRack", sandbox.RackLabel),
 		variant("Unconstrained", ""),
+	}
+}
+
+// rankCases are 100 gangs of 32 one-cpu pods (4 per node), each in one
+// zone of the 5,000 nodes, with ranks and, as their twin, without: how
+// often a 32-rank all-reduce ring crosses rack and node boundaries when
+// the scheduler lays ranks out in order, and when it does not.
+func rankCases(full func(string, int, Case) Case) []Case {
+	base := Case{Gangs: 100, PodsPerGang: 32, PodCPU: "1", TopologyKey: sandbox.ZoneLabel,
+		RingKeys: []string{sandbox.ZoneLabel, sandbox.RackLabel, sandbox.HostnameLabel}}
+	ranked, unranked := base, base
+	ranked.Ranked = true
+	return []Case{
+		full("TopologyAwareScheduling/5000Nodes_100Gangs_3200Pods_Ranked", 10, ranked),
+		full("TopologyAwareScheduling/5000Nodes_100Gangs_3200Pods_Unranked", 10, unranked),
 	}
 }
 

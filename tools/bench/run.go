@@ -208,6 +208,10 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 		s := report.ComputeSpread(c.groups(), nodePtrs, podPtrs, c.SpreadKey)
 		res.Spread = &s
 	}
+	if len(c.RingKeys) > 0 {
+		r := report.ComputeRing(c.groups(), nodePtrs, podPtrs, c.RingKeys)
+		res.Ring = &r
+	}
 	return nil
 }
 

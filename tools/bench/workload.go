@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -285,6 +286,12 @@ func benchPod(c Case, name, gang string, arm Arm, priorityClass string) *corev1.
 		},
 	}
 	c.addGPUs(p)
+	if c.Ranked && gang != "" {
+		// Members are named <gang>-<i>, i their rank.
+		if i := strings.LastIndexByte(name, '-'); i >= 0 {
+			p.Annotations = map[string]string{v1alpha1.RankAnnotation: name[i+1:]}
+		}
+	}
 	if c.AntiAffinity && gang != "" {
 		p.Labels = map[string]string{GangLabel: gang}
 		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{

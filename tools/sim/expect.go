@@ -38,6 +38,9 @@ func evaluate(exps []Expectation, snap Snapshot) []Check {
 		if e.Spans != nil {
 			checks = append(checks, spansCheck(g, snap.nodeLabels, resolveKey(e.Spans.Key), e.Spans.Count))
 		}
+		if e.Crossings != nil {
+			checks = append(checks, crossingsCheck(g, snap.nodeLabels, resolveKey(e.Crossings.Key), e.Crossings.Count))
+		}
 	}
 	return checks
 }
@@ -115,4 +118,23 @@ func orNone(list []string) string {
 		return "none"
 	}
 	return strings.Join(list, ", ")
+}
+
+// crossingsCheck counts the ring boundary crossings of the group's bound
+// pods at the level key.
+func crossingsCheck(g GroupState, labels map[string]map[string]string, key string, want int) Check {
+	name := domainWord(key)
+	if key == HostnameLabel {
+		name = "node"
+	}
+	got := crossings(g.ring, labels, []string{key})[0]
+	noun := " boundaries"
+	if got == 1 {
+		noun = " boundary"
+	}
+	text := fmt.Sprintf("%s: the ring of %d bound pods crosses %d %s%s", g.Name, len(g.ring), got, name, noun)
+	if got == want {
+		return Check{Text: text, Pass: true}
+	}
+	return Check{Text: fmt.Sprintf("%s, want %d", text, want)}
 }

@@ -227,6 +227,12 @@ func (g *Gang) pods() []*corev1.Pod {
 			setRuntime(out[i], g.runtime)
 		}
 		claimDevices(out[i], g.ClaimTemplate, g.SharedClaim)
+		if g.Ranked {
+			if out[i].Annotations == nil {
+				out[i].Annotations = map[string]string{}
+			}
+			out[i].Annotations[v1alpha1.RankAnnotation] = strconv.Itoa(i)
+		}
 	}
 	return out
 }

@@ -141,6 +141,9 @@ func reportScenarioOf(i int, res *Result) reportScenario {
 			if g.Reservation != "" {
 				row.Note = strings.TrimPrefix(row.Note+"; reservation: "+g.Reservation, "; ")
 			}
+			if g.Ring != "" && g.Kind != KindPods {
+				row.Note = strings.TrimPrefix(row.Note+"; "+g.Ring, "; ")
+			}
 			f.Rows = append(f.Rows, row)
 		}
 		out.Frames = append(out.Frames, f)

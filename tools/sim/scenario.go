@@ -181,6 +181,11 @@ type Gang struct {
 	// scenario: one allocation all of them use, such as a ComputeDomain
 	// channel.
 	SharedClaim string `json:"sharedClaim,omitempty"`
+	// Ranked gives pod i the rank i (the scheduling.phalanx.dev/rank
+	// annotation), as an indexed Job's completion index would: the
+	// scheduler lays the ranks out in order over the gang's nodes, and
+	// the report shows the ring's boundary crossings.
+	Ranked bool `json:"ranked,omitempty"`
 	// PodPrefix names the pods; default "<name>-".
 	PodPrefix string `json:"podPrefix,omitempty"`
 	// Runtime is how long each pod runs once started (a duration such as
@@ -309,9 +314,16 @@ type Expectation struct {
 	// Spans counts the values of a node label key over the nodes of the
 	// group's bound pods, e.g. {key: rack, count: 2}.
 	Spans *Spans `json:"spans,omitempty"`
+	// Crossings counts the ring boundary crossings of the group's bound
+	// pods at the level Key ("hostname" for nodes): neighbours by rank
+	// (and the last rank with rank 0) on different domains of Key, e.g.
+	// {key: rack, count: 2}. Pods without a rank count by the ordinal at
+	// the end of their names.
+	Crossings *Spans `json:"crossings,omitempty"`
 }
 
-// Spans is an expected number of domains of Key.
+// Spans is an expected number of domains of Key (or, for crossings, of
+// ring boundary crossings at the level Key).
 type Spans struct {
 	Key   string `json:"key"`
 	Count int    `json:"count"`

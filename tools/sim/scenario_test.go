@@ -101,7 +101,7 @@ func TestDecodeRejectsWithTheField(t *testing.T) {
 			`steps[0].create.objects[0].metadata.name: Required value`},
 		{"an expectation that checks nothing",
 			scenarioWith("- name: s\n  addNodes: {prefix: x, count: 1}\n  expect: [{group: g}]\n"),
-			`steps[0].expect[0]: Required value: set at least one of bound, pending, done, evicted, sameDomain and spans`},
+			`steps[0].expect[0]: Required value: set at least one of bound, pending, done, evicted, sameDomain, spans and crossings`},
 		{"a negative expected count",
 			scenarioWith("- name: s\n  addNodes: {prefix: x, count: 1}\n  expect: [{group: g, bound: -1}]\n"),
 			`steps[0].expect[0].bound: Invalid value: -1: must not be negative`},

@@ -79,8 +79,15 @@ type GroupState struct {
 	// Leaf groups have pods of their own and a colour in the picture.
 	Leaf bool
 
+	// Ring says how often the ring of the bound pods, in rank order,
+	// crosses each level's boundaries; "" for fewer than 2 pods or pods
+	// that have neither a rank nor an ordinal.
+	Ring string
+
 	// nodeNames are the nodes of the bound pods, sorted.
 	nodeNames []string
+	// ring lists the nodes of the bound pods in rank order.
+	ring []string
 }
 
 // Where says in words where the group's bound pods run.
@@ -360,6 +367,7 @@ type rowBuilder struct {
 	nodes   sets.Set[string]
 	minAvl  string
 	class   string
+	members []ringMember // bound pods, for the ring (ring.go)
 }
 
 // buildSnapshot turns an observation into rows and node states. evicted
@@ -410,6 +418,7 @@ func buildSnapshot(o *observation, evicted map[groupRef]int, priorities map[stri
 			continue
 		}
 		b.state.Bound++
+		b.members = append(b.members, memberOf(p))
 		b.nodes.Insert(p.Spec.NodeName)
 		k := slotKey{p.Spec.NodeName, ref.name}
 		s := slots[k]
@@ -443,6 +452,7 @@ func buildSnapshot(o *observation, evicted map[groupRef]int, priorities map[stri
 	}
 
 	for ref, b := range rows {
+		b.state.ring, b.state.Ring = ringOf(b.members, nodeLabels)
 		b.parent, b.hasPar = o.parent(ref)
 		if b.hasPar {
 			b.state.Parent = b.parent.name

@@ -28,10 +28,11 @@ func writeStep(w io.Writer, sc *Scenario, i int, sr *StepResult, prev Snapshot) 
 		fmt.Fprintf(w, "      %s\n", line)
 	}
 	writeGroups(w, "      ", sr.Snapshot)
-	said, reserved := map[string]string{}, map[string]string{}
+	said, reserved, rings := map[string]string{}, map[string]string{}, map[string]string{}
 	for _, g := range prev.Groups {
 		said[g.Name] = g.Choice
 		reserved[g.Name] = g.Reservation
+		rings[g.Name] = g.Ring
 	}
 	note := func(text string) {
 		for i, line := range wrap(text, textWidth-8) {
@@ -48,6 +49,9 @@ func writeStep(w io.Writer, sc *Scenario, i int, sr *StepResult, prev Snapshot) 
 		}
 		if g.Reservation != "" && reserved[g.Name] != g.Reservation {
 			note(g.Name + " reservation: " + g.Reservation)
+		}
+		if g.Ring != "" && g.Kind != KindPods && rings[g.Name] != g.Ring {
+			note(g.Name + ": " + g.Ring)
 		}
 	}
 	for _, c := range sr.Checks {

@@ -479,8 +479,8 @@ func (e *Expectation) validate(p *field.Path) field.ErrorList {
 	if e.Group == "" {
 		errs = append(errs, field.Required(p.Child("group"), "name the group (PodGroup, CompositePodGroup, label gang or pod set) to check"))
 	}
-	if e.Bound == nil && e.Pending == nil && e.Done == nil && e.Evicted == nil && e.SameDomain == "" && e.Spans == nil {
-		errs = append(errs, field.Required(p, "set at least one of bound, pending, done, evicted, sameDomain and spans"))
+	if e.Bound == nil && e.Pending == nil && e.Done == nil && e.Evicted == nil && e.SameDomain == "" && e.Spans == nil && e.Crossings == nil {
+		errs = append(errs, field.Required(p, "set at least one of bound, pending, done, evicted, sameDomain, spans and crossings"))
 	}
 	for _, f := range []struct {
 		name string
@@ -502,6 +502,12 @@ func (e *Expectation) validate(p *field.Path) field.ErrorList {
 		if s.Count < 1 {
 			errs = append(errs, field.Invalid(p.Child("spans", "count"), s.Count, "must be at least 1"))
 		}
+	}
+	if c := e.Crossings; c != nil {
+		for _, msg := range validation.IsQualifiedName(resolveKey(c.Key)) {
+			errs = append(errs, field.Invalid(p.Child("crossings", "key"), c.Key, msg))
+		}
+		errs = append(errs, nonNegative(p.Child("crossings", "count"), c.Count)...)
 	}
 	return errs
 }

@@ -114,6 +114,15 @@ const MaxPreferredTopology = 4
 // meaning as PodGroupSchedulingConstraints.PreferredTopology.
 const PreferredTopologyAnnotation = "scheduling.phalanx.dev/preferred-topology"
 
+// RankAnnotation gives a member its rank: its position in the ring an
+// all-reduce passes data around, a non-negative integer. Consecutive ranks
+// are placed in the same domains (node, rack, block, zone) in a stable
+// order of domains, so the ring crosses each boundary as few times as the
+// planned nodes allow. It wins over the indexes controllers write (a Job's
+// completion index, JobSet's job index, the training operators' replica
+// index); set it on every member of a gang or on none.
+const RankAnnotation = "scheduling.phalanx.dev/rank"
+
 // PodGroupSchedulingConstraints holds the placement constraints of a PodGroup.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.topology) || !has(self.preferredTopology) || self.preferredTopology.all(p, self.topology.all(t, t.key != p.key))",message="a preferred topology level cannot be the required key: list only levels narrower than it",fieldPath=".preferredTopology"

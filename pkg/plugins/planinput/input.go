@@ -309,7 +309,8 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 					}
 					g.Shapes = append(g.Shapes, shape)
 				}
-				g.Pending = append(g.Pending, placement.Pod{Key: PodKey(m.Pod), Shape: idx})
+				rank, ranked := RankOf(m.Pod)
+				g.Pending = append(g.Pending, placement.Pod{Key: PodKey(m.Pod), Shape: idx, Rank: rank, Ranked: ranked})
 			}
 		}
 		return g

@@ -2,10 +2,12 @@ package topology
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 	"github.com/phalanx-sched/phalanx/pkg/reservation"
 )
@@ -21,6 +23,7 @@ import (
 //	  args:
 //	    domainPolicy: BestFit     # BestFit | WorstFit | FirstFit
 //	    planTTLSeconds: 30
+//	    rankLevels: [topology.kubernetes.io/zone, topology.phalanx.dev/rack]
 type Args struct {
 	// DomainPolicy picks among feasible domains. BestFit (default) takes the
 	// one left fullest, which keeps big domains whole for big gangs.
@@ -30,6 +33,22 @@ type Args struct {
 	// Reservation holds a domain for a gang that waited too long, with
 	// backfill (pkg/reservation). Absent: off.
 	Reservation *reservation.Args `json:"reservation,omitempty"`
+	// RankLevels are the node label keys by which ranked members are laid
+	// out on their planned nodes: consecutive ranks share one domain of
+	// each level (and one node) before the next domain, domains in order
+	// of their values. The group's own topology keys are always levels.
+	// Default DefaultRankLevels; the order given does not matter.
+	RankLevels []string `json:"rankLevels,omitempty"`
+}
+
+// DefaultRankLevels are the hierarchy levels rank order follows when the
+// args name none: the well-known region and zone labels and the block and
+// rack labels the Phalanx samples and sandbox use.
+var DefaultRankLevels = []string{
+	"topology.kubernetes.io/region",
+	"topology.kubernetes.io/zone",
+	"topology.phalanx.dev/block",
+	"topology.phalanx.dev/rack",
 }
 
 // DecodeArgs reads and validates the args, applying defaults.
@@ -57,6 +76,15 @@ func DecodeArgs(obj runtime.Object) (Args, placement.Options, error) {
 	if args.PlanTTLSeconds < 1 || args.PlanTTLSeconds > 600 {
 		return args, opts, fmt.Errorf("%s args: planTTLSeconds=%d is out of range: use 1 to 600", Name, args.PlanTTLSeconds)
 	}
+	if args.RankLevels == nil {
+		args.RankLevels = DefaultRankLevels
+	}
+	for _, k := range args.RankLevels {
+		if errs := v1alpha1.ValidateTopologyKey(k); len(errs) > 0 {
+			return args, opts, fmt.Errorf("%s args: rankLevels: %q: %s", Name, k, strings.Join(errs, "; "))
+		}
+	}
+	opts.RankLevels = args.RankLevels
 	if args.Reservation != nil {
 		if err := args.Reservation.Default(); err != nil {
 			return args, opts, fmt.Errorf("%s args: %w", Name, err)

@@ -136,6 +136,7 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 	}
 	opts.Extra = cons.Extra()
 	opts.Domains = cons.DeviceDomains(ctx, tree, input)
+	ranked := t.preferRanks(root, input)
 	table, reserved, err := t.nodes.Table(infos, t.handle.NominatedPodsForNode, members)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("prepare snapshot nodes: %w", err))
@@ -167,6 +168,9 @@ func (t *Topology) replan(ctx context.Context, root groups.Key) (*plan, *fwk.Sta
 		}
 		planinput.KeepStatusNominations(input, tree, result)
 		p.assignments = result.Assignments
+		if ranked {
+			t.rememberRanks(root, tree, result.Assignments)
+		}
 		p.domains = result.Domains
 		p.nominated = planinput.Nominate(logger, t.handle, tree, result.Assignments, true)
 		t.promise(p)

@@ -60,6 +60,9 @@ type Topology struct {
 	// rejected remembers, per hierarchy root, the planned nodes the
 	// profile's Filter refused members on, so no plan repeats them.
 	rejected map[groups.Key]map[string]map[string]rejection
+	// ranks remembers, per root, the node of each ranked member by leaf
+	// and rank (ranks.go).
+	ranks map[groups.Key]map[string]string
 
 	prober    *probe.Prober
 	antiTerms *planinput.TermMemo
@@ -113,6 +116,7 @@ func newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *plug
 		handle: h, groups: fed, status: w, args: args, opts: opts,
 		plans:          map[groups.Key]*plan{},
 		rejected:       map[groups.Key]map[string]map[string]rejection{},
+		ranks:          map[groups.Key]map[string]string{},
 		prober:         planinput.NewProber(h),
 		antiTerms:      &planinput.TermMemo{},
 		unknownFilters: sync.OnceValue(func() []string { return planinput.UnknownFilters(h) }),

@@ -22,9 +22,11 @@ func TestDecodeArgs(t *testing.T) {
 		policy  placement.DomainPolicy
 		wantErr string
 	}{
-		{name: "no args default to BestFit and 30 seconds", raw: "", want: Args{DomainPolicy: "BestFit", PlanTTLSeconds: 30}, policy: placement.BestFit},
-		{name: "WorstFit is accepted", raw: `{"domainPolicy":"WorstFit","planTTLSeconds":5}`, want: Args{DomainPolicy: "WorstFit", PlanTTLSeconds: 5}, policy: placement.WorstFit},
-		{name: "FirstFit is accepted", raw: `{"domainPolicy":"FirstFit"}`, want: Args{DomainPolicy: "FirstFit", PlanTTLSeconds: 30}, policy: placement.FirstFit},
+		{name: "no args default to BestFit and 30 seconds", raw: "", want: Args{DomainPolicy: "BestFit", PlanTTLSeconds: 30, RankLevels: DefaultRankLevels}, policy: placement.BestFit},
+		{name: "WorstFit is accepted", raw: `{"domainPolicy":"WorstFit","planTTLSeconds":5}`, want: Args{DomainPolicy: "WorstFit", PlanTTLSeconds: 5, RankLevels: DefaultRankLevels}, policy: placement.WorstFit},
+		{name: "FirstFit is accepted", raw: `{"domainPolicy":"FirstFit"}`, want: Args{DomainPolicy: "FirstFit", PlanTTLSeconds: 30, RankLevels: DefaultRankLevels}, policy: placement.FirstFit},
+		{name: "rank levels are taken as given", raw: `{"rankLevels":["example.com/nvlink-domain","topology.phalanx.dev/rack"]}`, want: Args{DomainPolicy: "BestFit", PlanTTLSeconds: 30, RankLevels: []string{"example.com/nvlink-domain", "topology.phalanx.dev/rack"}}, policy: placement.BestFit},
+		{name: "a rank level must be a label key", raw: `{"rankLevels":["not a key"]}`, wantErr: `rankLevels: "not a key"`},
 		{name: "an unknown policy names the field", raw: `{"domainPolicy":"Random"}`, wantErr: `domainPolicy "Random" is not supported`},
 		{name: "a TTL above 600 is rejected", raw: `{"planTTLSeconds":601}`, wantErr: "planTTLSeconds=601 is out of range"},
 		{name: "a negative TTL is rejected", raw: `{"planTTLSeconds":-1}`, wantErr: "planTTLSeconds=-1 is out of range"},
@@ -44,6 +46,7 @@ func TestDecodeArgs(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, args)
 			assert.Equal(t, tc.policy, opts.DomainPolicy)
+			assert.Equal(t, tc.want.RankLevels, opts.RankLevels)
 		})
 	}
 }

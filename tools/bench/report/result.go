@@ -124,6 +124,9 @@ type Result struct {
 	Fragmentation *Fragmentation `json:"fragmentation,omitempty"`
 	// Spread (cases that ask for it) is how many racks each gang used.
 	Spread *Spread `json:"spread,omitempty"`
+	// Ring (cases that ask for it) is how often each gang's ring of ranks
+	// crosses each level's boundaries.
+	Ring *Ring `json:"ring,omitempty"`
 	// Preemption (preemption cases) is what happened to the low-priority
 	// gangs; the measured window and group times are the high-priority
 	// gang's.

@@ -65,6 +65,9 @@ type Summary struct {
 	// Spread is the median run's (by MeanDomains); nil unless the case
 	// measures it.
 	Spread *Spread
+	// Ring is the median run's (by crossings at its last level); nil
+	// unless the case measures it.
+	Ring *Ring
 	// Preemption is the median run's (by VictimPods) victim accounting,
 	// with PartialGangs the largest over the runs; nil unless a
 	// preemption case.
@@ -93,6 +96,7 @@ func Summarize(results []Result) []Summary {
 		var frags []Fragmentation
 		var starves []Starvation
 		var spreads []Spread
+		var rings []Ring
 		var preempts []Preemption
 		var create, writes, load, ready, pps, first, p50, p99, att, mem, sched, harness []float64
 		stops := map[string]bool{}
@@ -126,6 +130,9 @@ func Summarize(results []Result) []Summary {
 			}
 			if r.Spread != nil {
 				spreads = append(spreads, *r.Spread)
+			}
+			if r.Ring != nil {
+				rings = append(rings, *r.Ring)
 			}
 			if r.Preemption != nil {
 				preempts = append(preempts, *r.Preemption)
@@ -167,6 +174,7 @@ func Summarize(results []Result) []Summary {
 		s.Fragmentation = medianFragmentation(frags)
 		s.Starvation = medianStarvation(starves)
 		s.Spread = medianSpread(spreads)
+		s.Ring = medianRing(rings)
 		s.Preemption = medianPreemption(preempts)
 		s.ReadySeconds = median(ready)
 		s.CreateSeconds = median(create)
@@ -244,6 +252,9 @@ func WriteTable(w io.Writer, results []Result) error {
 		return err
 	}
 	if err := writeSpread(w, sums); err != nil {
+		return err
+	}
+	if err := writeRing(w, sums); err != nil {
 		return err
 	}
 	if err := writeFragmentation(w, sums); err != nil {
