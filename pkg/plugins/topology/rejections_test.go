@@ -282,7 +282,7 @@ func TestRefusalCapOutlivesTheSiblingsItCounts(t *testing.T) {
 	caps := func() map[string]int {
 		infos, err := w.h.snapshot.NodeInfos().List()
 		require.NoError(t, err)
-		c := w.tp.ConstraintsFor(context.Background(), w.h, w.tp.prober, root, infos)
+		c := w.tp.constraintsFor(context.Background(), w.h, w.tp.prober, root, infos)
 		w.tp.mu.Lock()
 		var shapes []string
 		for shape := range w.tp.rejected[root] {

@@ -61,8 +61,10 @@ type Topology struct {
 	// profile's Filter refused members on, so no plan repeats them.
 	rejected map[groups.Key]map[string]map[string]rejection
 
-	prober    *probe.Prober
-	antiTerms *planinput.TermMemo
+	prober *probe.Prober
+	// viewProber probes the diagnostics' framework (PlanInput).
+	viewProber planinput.ViewProber
+	antiTerms  *planinput.TermMemo
 	// unknownFilters names the profile's filters Phalanx does not model.
 	unknownFilters func() []string
 	nsLister       corelisters.NamespaceLister
