@@ -286,7 +286,7 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 							g.TopologyKey = selfAffinityKey(pt, m.Pod, c)
 							g.PreferredKeys = belowAffinity(g.PreferredKeys, g.TopologyKey)
 						}
-						if k := c.SharedDomainKey(m.Pod); k != "" && g.TopologyKey == "" {
+						if k := c.sharedDomainKey(m.Pod); k != "" && g.TopologyKey == "" {
 							// Members sharing a claim go where its
 							// allocation reaches: one domain of k.
 							g.TopologyKey = k

@@ -14,14 +14,14 @@ import (
 // gives them, defaulted and validated into the planner's options. Apart from
 // the plugin so the accepted values read in one place.
 
-// Args configure the plugin.
+// pluginArgs configure the plugin.
 //
 //	pluginConfig:
 //	- name: PhalanxTopology
 //	  args:
 //	    domainPolicy: BestFit     # BestFit | WorstFit | FirstFit
 //	    planTTLSeconds: 30
-type Args struct {
+type pluginArgs struct {
 	// DomainPolicy picks among feasible domains. BestFit (default) takes the
 	// one left fullest, which keeps big domains whole for big gangs.
 	DomainPolicy string `json:"domainPolicy,omitempty"`
@@ -32,9 +32,9 @@ type Args struct {
 	Reservation *reservation.Args `json:"reservation,omitempty"`
 }
 
-// DecodeArgs reads and validates the args, applying defaults.
-func DecodeArgs(obj runtime.Object) (Args, placement.Options, error) {
-	args := Args{}
+// decodeArgs reads and validates the args, applying defaults.
+func decodeArgs(obj runtime.Object) (pluginArgs, placement.Options, error) {
+	args := pluginArgs{}
 	if obj != nil {
 		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
 			return args, placement.Options{}, fmt.Errorf("decode %s args: %w", Name, err)
