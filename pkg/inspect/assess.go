@@ -16,9 +16,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // explainDomains is how many domains an infeasible group lists.
@@ -104,22 +102,18 @@ func (in *Inspector) assess(ctx context.Context, p *profile, tree *groups.Tree, 
 		a.Blocked = msg
 		return a, nil
 	}
-	if p.topo == nil {
-		a.Blocked = fmt.Sprintf("profile %s does not plan whole groups (it has no %s): members are scheduled one at a time", p.name, topology.Name)
+	if p.plugins.Plans == nil {
+		a.Blocked = fmt.Sprintf("profile %s does not plan whole groups (it has no %s): members are scheduled one at a time", p.name, pluginrt.TopologyName)
 		return a, nil
 	}
-	constraints := p.topo.ConstraintsFor(ctx, p.shadow, p.prober, tree.Key, infos)
-	input, members, err := planinput.BuildInput(tree, constraints)
+	pi, err := p.plugins.Plans.PlanInput(ctx, p.view(infos), tree)
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", tree.Key, err)
 	}
-	nodes := planinput.NodesFromSnapshot(infos, p.real.NominatedPodsForNode, members)
-	opts := p.topo.PlanOptions()
+	opts := pi.Options
 	opts.ExplainDomains = explainDomains
-	opts.Extra = constraints.Extra()
-	opts.Domains = constraints.DeviceDomains(ctx, tree, input)
-	a.Devices = deviceRoom(input, infos, opts)
-	plan, err := placement.PlanGroup(nodes, input, opts)
+	a.Devices = deviceRoom(pi.Group, infos, opts)
+	plan, err := placement.PlanGroup(pi.Nodes, pi.Group, opts)
 	var inf *placement.Infeasible
 	switch {
 	case err == nil:
@@ -166,7 +160,8 @@ func (in *Inspector) surplus(ctx context.Context, p *profile, tree *groups.Tree,
 		c.Members = slices.Clone(t.Members)
 		for i := range c.Members {
 			m := &c.Members[i]
-			if node, ok := plan.Assignments[planinput.PodKey(m.Pod)]; ok && m.State == groups.Pending {
+			// Plans key pods by UID (pluginrt.PlanReader).
+			if node, ok := plan.Assignments[string(m.Pod.UID)]; ok && m.State == groups.Pending {
 				m.State, m.Node = groups.Bound, node
 				placed[node] = append(placed[node], m.Pod)
 			}
@@ -214,8 +209,8 @@ func (in *Inspector) surplus(ctx context.Context, p *profile, tree *groups.Tree,
 // fit: its priority and policy as PostFilter resolves them, then the
 // victim search.
 func (in *Inspector) preempt(ctx context.Context, p *profile, tree *groups.Tree, ref *corev1.Pod, infos []fwk.NodeInfo, classes schedulinglisters.PriorityClassLister) (*debugapi.Preemption, error) {
-	if p.pre == nil {
-		return &debugapi.Preemption{Reason: fmt.Sprintf("profile %s has no %s: groups do not preempt", p.name, preemption.Name)}, nil
+	if p.plugins.Victims == nil {
+		return &debugapi.Preemption{Reason: fmt.Sprintf("profile %s has no %s: groups do not preempt", p.name, pluginrt.PreemptionName)}, nil
 	}
 	root := tree.Info
 	if root.PriorityFromMembers && ref != nil {
@@ -236,10 +231,10 @@ func (in *Inspector) preempt(ctx context.Context, p *profile, tree *groups.Tree,
 		out.Reason = "the group's preemptionPolicy is Never"
 		return out, nil
 	}
-	searched, err := p.pre.Search(ctx, p.shadow, p.prober, tree, prio, infos, p.real.NominatedPodsForNode, placement.Options{ExplainDomains: explainDomains})
+	searched, err := p.plugins.Victims.SearchVictims(ctx, p.view(infos), tree, prio, explainDomains)
 	var inf *placement.Infeasible
 	switch {
-	case errors.Is(err, preemption.ErrNoCandidates):
+	case errors.Is(err, pluginrt.ErrNoCandidates):
 		out.Reason = fmt.Sprintf("no running pod has a priority below the group's (%d)", prio)
 		return out, nil
 	case errors.As(err, &inf):
@@ -276,7 +271,7 @@ func (in *Inspector) preempt(ctx context.Context, p *profile, tree *groups.Tree,
 func requestsOf(members []*corev1.Pod) []placement.Resources {
 	out := make([]placement.Resources, len(members))
 	for i, m := range members {
-		out[i] = planinput.Requests(m)
+		out[i] = placement.PodRequests(m)
 	}
 	return out
 }

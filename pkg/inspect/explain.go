@@ -17,7 +17,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
 	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // requestError is a failure the caller caused, with its HTTP status.
@@ -238,13 +238,13 @@ func (in *Inspector) explainKey(ctx context.Context, k groups.Key, infos []fwk.N
 	}
 	e.Profile = p.name
 	root := tree.Key
-	if p.topo != nil {
-		if sp, ok := p.topo.StoredPlan(root); ok {
+	if p.plugins.Plans != nil {
+		if sp, ok := p.plugins.Plans.StoredPlan(root); ok {
 			e.StoredPlan = storedPlan(sp)
 		}
 	}
-	if p.pre != nil {
-		if ev, ok := p.pre.LastEviction(root); ok {
+	if p.plugins.Victims != nil {
+		if ev, ok := p.plugins.Victims.LastEviction(root); ok {
 			e.Preemption = &debugapi.Eviction{At: metav1.NewTime(ev.At), Victims: ev.Victims, Left: ev.Left}
 		}
 	}
@@ -298,8 +298,8 @@ func (in *Inspector) explainKey(ctx context.Context, k groups.Key, infos []fwk.N
 			e.Since = rootState.Created
 		}
 	case debugapi.StageWaitingInPermit:
-		if p.gang != nil {
-			if t, ok := p.gang.PermitSince(root); ok {
+		if p.plugins.Permits != nil {
+			if t, ok := p.plugins.Permits.PermitSince(root); ok {
 				e.Since = timeOf(t)
 			}
 		}
@@ -554,7 +554,7 @@ func (in *Inspector) conditionsOf(k groups.Key) []debugapi.Condition {
 	return conditions(cs)
 }
 
-func storedPlan(sp topology.StoredPlan) *debugapi.StoredPlan {
+func storedPlan(sp pluginrt.StoredPlan) *debugapi.StoredPlan {
 	out := &debugapi.StoredPlan{Made: metav1.NewTime(sp.Made)}
 	if sp.Infeasible != nil {
 		out.Infeasible = sp.Infeasible.Reason

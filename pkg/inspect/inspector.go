@@ -40,19 +40,14 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
-	phalanxqueuesort "github.com/phalanx-sched/phalanx/pkg/plugins/queuesort"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
 // phalanxPlugins are left out of the inspector's frameworks: in a probe
 // cycle they stand aside anyway, and building them twice would subscribe
 // them to the group cache twice.
 var phalanxPlugins = map[string]bool{
-	phalanxqueuesort.Name: true, pluginrt.GangName: true, topology.Name: true, preemption.Name: true,
+	pluginrt.QueueSortName: true, pluginrt.GangName: true, pluginrt.TopologyName: true, pluginrt.PreemptionName: true,
 }
 
 // Options configure an Inspector.
@@ -96,11 +91,9 @@ type profile struct {
 	// shadow runs the profile's PreFilter and Filter plugins over the
 	// inspector's snapshot.
 	shadow framework.Framework
-	prober *probe.Prober
-
-	topo *topology.Topology
-	pre  *preemption.Preemption
-	gang pluginrt.PermitWaits
+	// plugins is what the profile's Phalanx plugins let the diagnostics
+	// read (pluginrt.Diagnostics).
+	plugins pluginrt.Diagnostics
 }
 
 // New builds an inspector for sched, whose profiles cfg configured and
@@ -115,17 +108,8 @@ func New(ctx context.Context, rt *pluginrt.Runtime, cfg []config.KubeSchedulerPr
 		if !ok {
 			return nil, fmt.Errorf("inspect: the scheduler has no profile %q", name)
 		}
-		p := &profile{name: name, real: real}
-		if pl, ok := rt.Plugin(real, topology.Name); ok {
-			p.topo = pl.(*topology.Topology)
-		}
-		if pl, ok := rt.Plugin(real, preemption.Name); ok {
-			p.pre = pl.(*preemption.Preemption)
-		}
-		if pl, ok := rt.Plugin(real, pluginrt.GangName); ok {
-			p.gang, _ = pl.(pluginrt.PermitWaits)
-		}
-		if p.gang == nil {
+		p := &profile{name: name, real: real, plugins: rt.Diagnostics(real)}
+		if p.plugins.Permits == nil {
 			// Not a Phalanx profile: nothing of it to explain.
 			continue
 		}
@@ -141,7 +125,6 @@ func New(ctx context.Context, rt *pluginrt.Runtime, cfg []config.KubeSchedulerPr
 			return nil, fmt.Errorf("inspect: profile %s: %w", name, err)
 		}
 		p.shadow = shadow
-		p.prober = planinput.NewProber(shadow)
 		in.profiles[name] = p
 		in.names = append(in.names, name)
 	}
@@ -226,6 +209,13 @@ func (in *Inspector) templates(ctx context.Context) templateLookup {
 		}
 	}
 	return nil
+}
+
+// view is what the profile's plugins answer the inspector against: its
+// framework over the inspector's snapshot, whose nodes infos are, and the
+// scheduler's nominations.
+func (p *profile) view(infos []fwk.NodeInfo) pluginrt.View {
+	return pluginrt.View{Handle: p.shadow, Nodes: infos, Nominated: p.real.NominatedPodsForNode}
 }
 
 // profileFor picks the profile that schedules pods with schedulerName, or

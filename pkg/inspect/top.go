@@ -13,7 +13,6 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 )
 
 // zoneKey is always in the capacity table unless the caller picks keys.
@@ -87,7 +86,7 @@ func (in *Inspector) topGroup(tree *groups.Tree, waiting map[string]bool) debuga
 			case groups.Pending:
 				g.Pending++
 			case groups.Assumed, groups.Bound:
-				for name, v := range planinput.Requests(m.Pod) {
+				for name, v := range placement.PodRequests(m.Pod) {
 					held[name] += v
 				}
 			}
@@ -128,8 +127,8 @@ func (in *Inspector) topGroup(tree *groups.Tree, waiting map[string]bool) debuga
 		g.Stage, g.Since = debugapi.StageWaitingForPods, since("WaitingForPods")
 	case inPermit > 0:
 		g.Stage = debugapi.StageWaitingInPermit
-		if p != nil && p.gang != nil {
-			if t, ok := p.gang.PermitSince(tree.Key); ok {
+		if p != nil && p.plugins.Permits != nil {
+			if t, ok := p.plugins.Permits.PermitSince(tree.Key); ok {
 				g.Since = timeOf(t)
 			}
 		}
@@ -140,14 +139,14 @@ func (in *Inspector) topGroup(tree *groups.Tree, waiting map[string]bool) debuga
 		if p == nil {
 			break
 		}
-		if p.pre != nil {
-			if ev, ok := p.pre.LastEviction(tree.Key); ok && len(ev.Left) > 0 {
+		if p.plugins.Victims != nil {
+			if ev, ok := p.plugins.Victims.LastEviction(tree.Key); ok && len(ev.Left) > 0 {
 				g.Stage, g.Since = debugapi.StagePreempting, timeOf(ev.At)
 				break
 			}
 		}
-		if p.topo != nil {
-			if sp, ok := p.topo.StoredPlan(tree.Key); ok && sp.Infeasible != nil {
+		if p.plugins.Plans != nil {
+			if sp, ok := p.plugins.Plans.StoredPlan(tree.Key); ok && sp.Infeasible != nil {
 				g.Stage = debugapi.StageInfeasible
 				if t := since("Unschedulable"); t != nil {
 					g.Since = t
@@ -190,7 +189,7 @@ func capacity(infos []fwk.NodeInfo, key string, nominated func(string) []fwk.Pod
 		alloc, req := resourcesOf(ni.GetAllocatable()), resourcesOf(ni.GetRequested())
 		nom := placement.Resources{}
 		for _, p := range nominated(n.Name) {
-			for name, q := range planinput.Requests(p.GetPod()) {
+			for name, q := range placement.PodRequests(p.GetPod()) {
 				nom[name] += q
 			}
 		}

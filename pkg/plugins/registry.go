@@ -15,10 +15,6 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
-// Registry lists the out-of-tree plugins of the Phalanx scheduler, for a
-// scheduler that is never stopped gracefully.
-func Registry() []app.Option { return RegistryFor(pluginrt.New(), nil) }
-
 // RegistryFor lists the plugins of one scheduler instance: they share rt,
 // and its graceful stop waits on d (pkg/graceful). Both
 // cmd/phalanx-scheduler and the sandbox use it, so tests exercise exactly
@@ -34,7 +30,7 @@ func RegistryFor(rt *pluginrt.Runtime, d *gang.Drain) []app.Option {
 	}
 }
 
-// FeatureDefaults are the feature gates in which phalanx-scheduler departs
+// featureDefaults are the feature gates in which phalanx-scheduler departs
 // from kube-scheduler's defaults.
 //
 // NominatedNodeNameForExpectation (beta, on upstream) patches
@@ -44,12 +40,12 @@ func RegistryFor(rt *pluginrt.Runtime, d *gang.Drain) []app.Option {
 // the API server is what limits gang throughput (the measurement is in
 // docs/benchmarks.md, "Bind pacing and one write less per gang member").
 // --feature-gates=NominatedNodeNameForExpectation=true turns it back on.
-var FeatureDefaults = map[string]bool{"NominatedNodeNameForExpectation": false}
+var featureDefaults = map[string]bool{"NominatedNodeNameForExpectation": false}
 
-// ApplyFeatureDefaults sets FeatureDefaults on the process's feature gates.
+// ApplyFeatureDefaults sets featureDefaults on the process's feature gates.
 // Call it before flags are parsed: --feature-gates still overrides them.
 func ApplyFeatureDefaults() error {
-	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(FeatureDefaults); err != nil {
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(featureDefaults); err != nil {
 		return fmt.Errorf("phalanx feature defaults: %w", err)
 	}
 	return nil

@@ -24,7 +24,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
@@ -124,7 +124,7 @@ func TestKubectlPhalanxExplainsEachStage(t *testing.T) {
 		createPodGroup(t, c, ns, pg)
 		pods("bad", 2, "1", "")
 		e := waitStage(t, c, debugapi.StageInvalid, "pod", "bad-1", "-n", ns)
-		assert.Contains(t, e.Message, gang.MsgPriorityMismatch+": pod bad-0 has priority 0, the group 1000")
+		assert.Contains(t, e.Message, gangcore.MsgPriorityMismatch+": pod bad-0 has priority 0, the group 1000")
 	})
 
 	t.Run("scheduled", func(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	xversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
@@ -110,7 +110,7 @@ func TestSchedulerPluginsDialect(t *testing.T) {
 		// The same two pods, once as a label gang and once in a
 		// scheduler-plugins PodGroup: both define no priority of their
 		// own and take their members'.
-		mismatch := regexp.MustCompile(regexp.QuoteMeta(gang.MsgPriorityMismatch) + `: pod w-[01] has priority (0|1000), the group (0|1000)`)
+		mismatch := regexp.MustCompile(regexp.QuoteMeta(gangcore.MsgPriorityMismatch) + `: pod w-[01] has priority (0|1000), the group (0|1000)`)
 		notes := map[string]string{}
 		for _, dialect := range []string{"label", "x"} {
 			ns := namespace(t, c)
@@ -121,9 +121,9 @@ func TestSchedulerPluginsDialect(t *testing.T) {
 				labels = inXGroup("w")
 			}
 			createPodObjects(t, c, ns, xPod("w-0", labels, cpuReq("1"), "x-high"), xPod("w-1", labels, cpuReq("1"), ""))
-			notes[dialect] = mismatch.FindString(waitPodEvent(t, c, ns, "w-0", gang.MsgPriorityMismatch))
+			notes[dialect] = mismatch.FindString(waitPodEvent(t, c, ns, "w-0", gangcore.MsgPriorityMismatch))
 			if dialect == "x" {
-				e := xGroupEvent(t, c, ns, "w", gang.MsgPriorityMismatch)
+				e := xGroupEvent(t, c, ns, "w", gangcore.MsgPriorityMismatch)
 				assert.Equal(t, "Invalid", e.Reason)
 				assert.Equal(t, e.Message, mismatch.FindString(e.Message), "the PodGroup's event is the message itself")
 			}

@@ -24,7 +24,6 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
@@ -421,7 +420,7 @@ spec:
 		// meanwhile.
 		claim, err := claims.Create(ctx, &resourceapi.ResourceClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: "orphan", Finalizers: []string{resourceapi.Finalizer},
-				Annotations: map[string]string{topology.AllocatedForAnnotation: "PodGroup " + ns + "/deleted-while-down"}},
+				Annotations: map[string]string{v1alpha1.AllocatedForAnnotation: "PodGroup " + ns + "/deleted-while-down"}},
 			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
 				Name: "dev", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: driver},
 			}}}},
@@ -448,7 +447,7 @@ spec:
 			if err != nil {
 				return false, err
 			}
-			return got.Status.Allocation == nil && got.Annotations[topology.AllocatedForAnnotation] == "" &&
+			return got.Status.Allocation == nil && got.Annotations[v1alpha1.AllocatedForAnnotation] == "" &&
 				!slices.Contains(got.Finalizers, resourceapi.Finalizer), nil
 		})
 	})

@@ -20,7 +20,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/config"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
@@ -462,7 +462,7 @@ func TestMismatchedMembersAreRejectedAsAGroup(t *testing.T) {
 		createPods(t, c, ns,
 			member{name: "prio-0", labels: inGroup("prio"), cpu: "1", priorityClass: "high"},
 			member{name: "prio-1", labels: inGroup("prio"), cpu: "1"})
-		cond := waitGroupCondition(t, c, ns, "prio", v1alpha1.PodGroupSchedulable, gang.MsgPriorityMismatch)
+		cond := waitGroupCondition(t, c, ns, "prio", v1alpha1.PodGroupSchedulable, gangcore.MsgPriorityMismatch)
 		assert.Equal(t, v1alpha1.ReasonInvalid, cond.Reason)
 		consistently(t, 2*time.Second, "no member bound", func() bool { return len(boundPods(t, c, ns)) == 0 })
 	})
@@ -475,7 +475,7 @@ func TestMismatchedMembersAreRejectedAsAGroup(t *testing.T) {
 		createPods(t, c, ns,
 			member{name: "policy-0", labels: inGroup("policy"), cpu: "1"},
 			member{name: "policy-1", labels: inGroup("policy"), cpu: "1"})
-		waitGroupCondition(t, c, ns, "policy", v1alpha1.PodGroupSchedulable, gang.MsgPolicyMismatchWithGroup)
+		waitGroupCondition(t, c, ns, "policy", v1alpha1.PodGroupSchedulable, gangcore.MsgPolicyMismatchWithGroup)
 		consistently(t, 2*time.Second, "no member bound", func() bool { return len(boundPods(t, c, ns)) == 0 })
 	})
 

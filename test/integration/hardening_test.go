@@ -15,8 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
@@ -104,7 +103,7 @@ func TestOverflowingNodeDoesNotStopOtherGangs(t *testing.T) {
 
 	var warnings []string
 	eventually(t, 30*time.Second, "a Warning event on n-0", func() (bool, error) {
-		evs, err := c.Client.EventsV1().Events(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=n-0,reason=" + topology.ReasonNodeTotalsOverflow})
+		evs, err := c.Client.EventsV1().Events(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=n-0,reason=PhalanxNodeTotalsOverflow"})
 		if err != nil {
 			return false, err
 		}
@@ -140,7 +139,7 @@ func TestLabelGangWhoseMembersDisagreeOnMinAvailable(t *testing.T) {
 	}
 	createPods(t, c, ns, member{name: "mixed-odd", labels: say("1"), cpu: "1"})
 
-	want := []string{gang.MsgMinAvailableMismatch, "pods mixed-0, mixed-1, mixed-2 and 1 more", "min-available=5", "pod mixed-odd", "min-available=1"}
+	want := []string{groups.MsgMinAvailableMismatch, "pods mixed-0, mixed-1, mixed-2 and 1 more", "min-available=5", "pod mixed-odd", "min-available=1"}
 	for _, pod := range []string{"mixed-0", "mixed-odd"} {
 		note := failedSchedulingFor(t, c, ns, pod)
 		for _, w := range want {

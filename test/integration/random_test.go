@@ -28,7 +28,6 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/config"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
@@ -1089,7 +1088,7 @@ func (r *randomRunner) check() {
 					r.violation("label gang %s binds although its members disagree on min-available %v: %v", name, votes, bound)
 				}
 				for _, p := range pending {
-					needEvents[p] = eventWant{reasons: []string{"FailedScheduling", "GroupInvalid"}, note: gang.MsgMinAvailableMismatch}
+					needEvents[p] = eventWant{reasons: []string{"FailedScheduling", "GroupInvalid"}, note: groups.MsgMinAvailableMismatch}
 				}
 				continue
 			} else if len(votes) == 1 {

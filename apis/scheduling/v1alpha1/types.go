@@ -123,6 +123,12 @@ const PreferredTopologyAnnotation = "scheduling.phalanx.dev/preferred-topology"
 // index); set it on every member of a gang or on none.
 const RankAnnotation = "scheduling.phalanx.dev/rank"
 
+// AllocatedForAnnotation marks a ResourceClaim that Phalanx allocated for
+// a group before any of its members used it; the value is the group's key
+// (e.g. "PodGroup ns/name"). Phalanx frees such a claim when the group goes
+// or no longer fits in the claim's reach.
+const AllocatedForAnnotation = "scheduling.phalanx.dev/allocated-for"
+
 // PodGroupSchedulingConstraints holds the placement constraints of a PodGroup.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.topology) || !has(self.preferredTopology) || self.preferredTopology.all(p, self.topology.all(t, t.key != p.key))",message="a preferred topology level cannot be the required key: list only levels narrower than it",fieldPath=".preferredTopology"

@@ -10,19 +10,19 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 )
 
-// DefaultPermitWaitingTimeSeconds bounds how long reserved members wait in
+// defaultPermitWaitingTimeSeconds bounds how long reserved members wait in
 // Permit for the rest of their gang before all of them are released.
-const DefaultPermitWaitingTimeSeconds = 60
+const defaultPermitWaitingTimeSeconds = 60
 
-// DefaultMaxPermitWaitingTimeSeconds bounds how long a gang that keeps
+// defaultMaxPermitWaitingTimeSeconds bounds how long a gang that keeps
 // assembling may hold its reservations in Permit in all.
-const DefaultMaxPermitWaitingTimeSeconds = 600
+const defaultMaxPermitWaitingTimeSeconds = 600
 
-// DefaultBindConcurrency is how many binding requests the scheduler has in
+// defaultBindConcurrency is how many binding requests the scheduler has in
 // flight at once by default.
-const DefaultBindConcurrency = 64
+const defaultBindConcurrency = 64
 
-// Args are the plugin's arguments in a KubeSchedulerConfiguration:
+// pluginArgs are the plugin's arguments in a KubeSchedulerConfiguration:
 //
 //	pluginConfig:
 //	- name: PhalanxGang
@@ -31,7 +31,7 @@ const DefaultBindConcurrency = 64
 //	    maxPermitWaitingTimeSeconds: 600
 //	    bindConcurrency: 64
 //	    memberScheduledEvents: false
-type Args struct {
+type pluginArgs struct {
 	// PermitWaitingTimeSeconds is how long the reserved members of a gang
 	// wait in Permit without another member arriving there before all of
 	// them are released. Must be between 1 and 3600. Default 60.
@@ -56,22 +56,22 @@ type Args struct {
 	MemberScheduledEvents bool `json:"memberScheduledEvents,omitempty"`
 }
 
-// DecodeArgs reads and validates the plugin args, applying defaults.
-func DecodeArgs(obj runtime.Object) (Args, error) {
-	args := Args{}
+// decodeArgs reads and validates the plugin args, applying defaults.
+func decodeArgs(obj runtime.Object) (pluginArgs, error) {
+	args := pluginArgs{}
 	if obj != nil {
 		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
 			return args, fmt.Errorf("decode %s args: %w", Name, err)
 		}
 	}
 	if args.PermitWaitingTimeSeconds == 0 {
-		args.PermitWaitingTimeSeconds = DefaultPermitWaitingTimeSeconds
+		args.PermitWaitingTimeSeconds = defaultPermitWaitingTimeSeconds
 	}
 	if args.PermitWaitingTimeSeconds < 1 || args.PermitWaitingTimeSeconds > 3600 {
 		return args, fmt.Errorf("%s args: permitWaitingTimeSeconds=%d is out of range: use 1 to 3600", Name, args.PermitWaitingTimeSeconds)
 	}
 	if args.MaxPermitWaitingTimeSeconds == 0 {
-		args.MaxPermitWaitingTimeSeconds = min(max(DefaultMaxPermitWaitingTimeSeconds, args.PermitWaitingTimeSeconds), gangcore.FrameworkMaxPermitSeconds)
+		args.MaxPermitWaitingTimeSeconds = min(max(defaultMaxPermitWaitingTimeSeconds, args.PermitWaitingTimeSeconds), gangcore.FrameworkMaxPermitSeconds)
 	}
 	if args.MaxPermitWaitingTimeSeconds < 1 || args.MaxPermitWaitingTimeSeconds > gangcore.FrameworkMaxPermitSeconds {
 		return args, fmt.Errorf("%s args: maxPermitWaitingTimeSeconds=%d is out of range: use 1 to %d", Name, args.MaxPermitWaitingTimeSeconds, gangcore.FrameworkMaxPermitSeconds)
@@ -80,7 +80,7 @@ func DecodeArgs(obj runtime.Object) (Args, error) {
 		return args, fmt.Errorf("%s args: maxPermitWaitingTimeSeconds=%d is below permitWaitingTimeSeconds=%d: the overall bound must allow at least one idle period", Name, args.MaxPermitWaitingTimeSeconds, args.PermitWaitingTimeSeconds)
 	}
 	if args.BindConcurrency == 0 {
-		args.BindConcurrency = DefaultBindConcurrency
+		args.BindConcurrency = defaultBindConcurrency
 	}
 	if args.BindConcurrency < 1 || args.BindConcurrency > 10000 {
 		return args, fmt.Errorf("%s args: bindConcurrency=%d is out of range: use 1 to 10000", Name, args.BindConcurrency)
@@ -89,13 +89,13 @@ func DecodeArgs(obj runtime.Object) (Args, error) {
 }
 
 // permitTimeout is how long a gang may wait without progress.
-func (a Args) permitTimeout() time.Duration {
+func (a pluginArgs) permitTimeout() time.Duration {
 	return min(time.Duration(a.PermitWaitingTimeSeconds), time.Duration(a.MaxPermitWaitingTimeSeconds)) * time.Second
 }
 
 // permitLimit is how long a gang may wait in all; it is also the timeout
 // Permit gives the framework, so the framework's per-pod timer never
 // fires before the gang's own deadline.
-func (a Args) permitLimit() time.Duration {
+func (a pluginArgs) permitLimit() time.Duration {
 	return time.Duration(a.MaxPermitWaitingTimeSeconds) * time.Second
 }

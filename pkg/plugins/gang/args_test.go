@@ -7,7 +7,31 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+
+	"github.com/phalanx-sched/phalanx/config"
 )
+
+// TestShippedProfilesArgsDecode: the args every profile in config/ gives
+// the plugin are ones it starts with.
+func TestShippedProfilesArgsDecode(t *testing.T) {
+	found := 0
+	for file, data := range map[string][]byte{"second-scheduler.yaml": config.SecondScheduler, "replace-default.yaml": config.ReplaceDefault, "gang-only.yaml": config.GangOnly} {
+		obj, _, err := scheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
+		require.NoError(t, err, file)
+		for _, prof := range obj.(*schedconfig.KubeSchedulerConfiguration).Profiles {
+			for _, pc := range prof.PluginConfig {
+				if pc.Name == Name {
+					found++
+					_, err := decodeArgs(pc.Args)
+					assert.NoError(t, err, "%s: profile %s", file, prof.SchedulerName)
+				}
+			}
+		}
+	}
+	assert.NotZero(t, found, "no shipped profile configures %s", Name)
+}
 
 func rawArgs(contentType, raw string) runtime.Object {
 	return &runtime.Unknown{Raw: []byte(raw), ContentType: contentType}
@@ -95,7 +119,7 @@ func TestDecodeArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := DecodeArgs(tt.obj)
+			got, err := decodeArgs(tt.obj)
 			if tt.errHas != nil {
 				require.Error(t, err)
 				for _, s := range tt.errHas {
@@ -128,7 +152,7 @@ func TestDecodeMaxPermitWaitingTime(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := DecodeArgs(rawArgs(runtime.ContentTypeJSON, tt.raw))
+			got, err := decodeArgs(rawArgs(runtime.ContentTypeJSON, tt.raw))
 			if tt.errHas != nil {
 				require.Error(t, err)
 				for _, s := range tt.errHas {
@@ -144,16 +168,16 @@ func TestDecodeMaxPermitWaitingTime(t *testing.T) {
 }
 
 func TestDecodeBindConcurrency(t *testing.T) {
-	got, err := DecodeArgs(nil)
+	got, err := decodeArgs(nil)
 	require.NoError(t, err)
-	assert.Equal(t, int32(DefaultBindConcurrency), got.BindConcurrency, "unset means the default")
+	assert.Equal(t, int32(defaultBindConcurrency), got.BindConcurrency, "unset means the default")
 
-	got, err = DecodeArgs(rawArgs(runtime.ContentTypeYAML, "bindConcurrency: 8\n"))
+	got, err = decodeArgs(rawArgs(runtime.ContentTypeYAML, "bindConcurrency: 8\n"))
 	require.NoError(t, err)
 	assert.Equal(t, int32(8), got.BindConcurrency)
 
 	for _, v := range []string{"-1", "10001"} {
-		_, err := DecodeArgs(rawArgs(runtime.ContentTypeJSON, `{"bindConcurrency":`+v+`}`))
+		_, err := decodeArgs(rawArgs(runtime.ContentTypeJSON, `{"bindConcurrency":`+v+`}`))
 		require.Error(t, err, v)
 		assert.Contains(t, err.Error(), "bindConcurrency="+v)
 		assert.Contains(t, err.Error(), "1 to 10000")

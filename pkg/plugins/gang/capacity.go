@@ -12,7 +12,6 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 )
 
 // A gang larger than the cluster.
@@ -156,7 +155,7 @@ func (c *capacity) exceeds(g groups.Info, rev uint64, revOK bool, members func()
 func requestsOf(members []*corev1.Pod) []placement.Resources {
 	out := make([]placement.Resources, len(members))
 	for i, m := range members {
-		out[i] = planinput.Requests(m)
+		out[i] = placement.PodRequests(m)
 	}
 	return out
 }

@@ -24,8 +24,8 @@ import (
 // with the scheduler instance, not with its scheduling cycles, so they
 // survive the stop of the scheduling loop (bindpace.go).
 
-// MsgStopping is the reason Permit gives while the scheduler stops.
-const MsgStopping = "the scheduler is stopping: nothing more passes Permit; the next scheduler places this group"
+// msgStopping is the reason Permit gives while the scheduler stops.
+const msgStopping = "the scheduler is stopping: nothing more passes Permit; the next scheduler places this group"
 
 // Drain tracks the binds a scheduler has let through Permit and not yet
 // finished. One Drain serves one scheduler instance.
@@ -111,13 +111,6 @@ func (d *Drain) Stop() (pods, groups int) {
 		}
 	}
 	return len(d.admitted), len(seen)
-}
-
-// Stopping reports whether Stop was called.
-func (d *Drain) Stopping() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.stopping
 }
 
 // DrainReport is what a stop's wait for the admitted binds achieved.

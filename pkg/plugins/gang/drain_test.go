@@ -138,7 +138,7 @@ func drainGang(t *testing.T, h *drainHandle, ctx context.Context) *Gang {
 	t.Helper()
 	fed := groups.NewFed()
 	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	args, err := DecodeArgs(nil)
+	args, err := decodeArgs(nil)
 	require.NoError(t, err)
 	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{}}
 	pl.shared = &shared{status: &groupstatus.Writer{}, events: newEventDedup(), attempts: newAttempts(), mends: newMends(),
@@ -180,7 +180,7 @@ func TestPermitLetsNothingThroughWhileStopping(t *testing.T) {
 		pods, _ := pl.shared.drain.Stop()
 		if stopping {
 			assert.Equal(t, fwk.Unschedulable, st.Code())
-			assert.Equal(t, MsgStopping, st.Message())
+			assert.Equal(t, msgStopping, st.Message())
 			assert.False(t, h.waiting[a.UID].allowed, "the waiting member is not let through")
 			assert.Zero(t, pods, "nothing admitted")
 			continue

@@ -36,22 +36,11 @@ import (
 // Name is the plugin's name in a KubeSchedulerConfiguration.
 const Name = pluginrt.GangName
 
-// Messages for groups whose members disagree, as the user guide quotes them.
-const (
-	MsgPriorityMismatch        = gangcore.MsgPriorityMismatch
-	MsgPolicyMismatchWithGroup = gangcore.MsgPolicyMismatchWithGroup
-	MsgPolicyMismatch          = gangcore.MsgPolicyMismatch
-	MsgSchedulerNameMismatch   = gangcore.MsgSchedulerNameMismatch
-	// MsgMinAvailableMismatch starts the reason for a label gang whose
-	// members carry different min-available labels.
-	MsgMinAvailableMismatch = groups.MsgMinAvailableMismatch
-)
-
 // Gang implements the gang extension points.
 type Gang struct {
 	handle fwk.Handle
 	groups *groups.Fed
-	args   Args
+	args   pluginArgs
 	shared *shared
 
 	// podLister is the informer's pod lister, looked up once: the
@@ -145,7 +134,7 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt
 	if d == nil {
 		d = NewDrain()
 	}
-	args, err := DecodeArgs(obj)
+	args, err := decodeArgs(obj)
 	if err != nil {
 		return nil, err
 	}

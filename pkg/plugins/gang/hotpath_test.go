@@ -67,7 +67,7 @@ func newHotPathGang(t testing.TB) (*Gang, *countingHandle, *groups.Fed) {
 	require.NoError(t, nodes.Add(node))
 	h := &countingHandle{waitingHandle: &waitingHandle{snapshot: schedcache.NewSnapshot(nil, []*corev1.Node{node}), waiting: map[types.UID]*waitingPod{}}}
 	fed := groups.NewFed()
-	args, err := DecodeArgs(nil)
+	args, err := decodeArgs(nil)
 	require.NoError(t, err)
 	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{}}
 	pl.shared = &shared{status: &groupstatus.Writer{}, events: newEventDedup(), attempts: newAttempts(), mends: newMends(),

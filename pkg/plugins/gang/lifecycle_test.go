@@ -50,7 +50,7 @@ func TestPerGroupStateFollowsGroupLifecycle(t *testing.T) {
 	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	require.NoError(t, nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourcePods: resource.MustParse("110")}}}))
-	args, err := DecodeArgs(nil)
+	args, err := decodeArgs(nil)
 	require.NoError(t, err)
 	pl := &Gang{handle: lifecycleHandle{}, groups: fed, args: args, verdicts: map[groups.Key]verdict{}}
 	pl.shared = &shared{status: &groupstatus.Writer{}, events: newEventDedup(), attempts: newAttempts(), mends: newMends(),

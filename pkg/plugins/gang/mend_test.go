@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -116,7 +117,7 @@ func TestRetryKeepsTheFailedMembersNode(t *testing.T) {
 	require.True(t, pl.shared.drain.admit("label group ns/g", members))
 
 	pl.Unreserve(ctx, nil, members[0], "n-g-0")
-	assert.Equal(t, "n-g-0", pl.shared.promises.Node(members[0].UID), "the failed member keeps its node")
+	assert.Equal(t, map[string]string{"g-0": "n-g-0"}, keptNominations(pl), "the failed member keeps its node")
 	leaf := groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"}
 	pl.shared.mends.mu.Lock()
 	m := pl.shared.mends.open[leaf]
@@ -134,7 +135,21 @@ func TestRetryKeepsTheFailedMembersNode(t *testing.T) {
 	_, open := pl.shared.mends.open[leaf]
 	pl.shared.mends.mu.Unlock()
 	assert.False(t, open, "the recovery ends once the gang is whole")
-	assert.Zero(t, pl.shared.promises.Len())
+	assert.Empty(t, keptNominations(pl), "the gang is whole: nothing is promised")
+}
+
+// keptNominations are the nominations the next scheduling cycle makes
+// again from the promises the gang's members hold, by pod name.
+func keptNominations(pl *Gang) map[string]string {
+	n := recordedNominations{}
+	pl.shared.promises.Keep(klog.Background(), n, pl.groups)
+	return n
+}
+
+type recordedNominations map[string]string
+
+func (n recordedNominations) AddNominatedPod(_ klog.Logger, pi fwk.PodInfo, ni *fwk.NominatingInfo) {
+	n[pi.GetPod().Name] = ni.NominatedNodeName
 }
 
 // TestRecoveryEndingGivesBackTheRetryNomination: the recovery of a gang
@@ -169,7 +184,7 @@ func TestRecoveryEndingGivesBackTheRetryNomination(t *testing.T) {
 
 	pl.mendDue(leaf, m)
 	h := pl.handle.(*drainHandle)
-	assert.Zero(t, pl.shared.promises.Len(), "the promise ends with the recovery")
+	assert.Empty(t, keptNominations(pl), "the promise ends with the recovery")
 	assert.Equal(t, []string{"g-0"}, h.unnominated, "the pending member's nomination is dropped")
 	assert.ElementsMatch(t, []string{"ns/plain", "ns/g-0"}, h.activated, "the pending pods are tried again")
 }
@@ -221,11 +236,11 @@ func TestRetryWaitsWhileItsGangIsEvicted(t *testing.T) {
 func mendGang(t *testing.T) *Gang {
 	t.Helper()
 	h := &drainHandle{}
-	args, err := DecodeArgs(nil)
+	args, err := decodeArgs(nil)
 	require.NoError(t, err)
 	pl := &Gang{handle: h, groups: groups.NewFed(), args: args, verdicts: map[groups.Key]verdict{}}
 	pl.shared = &shared{status: &groupstatus.Writer{}, events: newEventDedup(), attempts: newAttempts(), mends: newMends(),
-		promises: pluginrt.NewPromises(), binds: newBindSlots(1), complete: map[groups.Key]bool{},
+		promises: &pluginrt.Promises{}, binds: newBindSlots(1), complete: map[groups.Key]bool{},
 		drain: NewDrain(), lifetime: context.Background(), room: newMinRoom()}
 	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
 	t.Cleanup(pl.shared.deadlines.stop)

@@ -11,7 +11,6 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 )
 
 // The minResources gate of scheduler-plugins' PodGroups.
@@ -322,7 +321,7 @@ func (pl *Gang) minResourcesWait(pod *corev1.Pod, ch groups.Chain) string {
 			sum = placement.Resources{}
 			own[node] = sum
 		}
-		for name, v := range planinput.Requests(m.Pod) {
+		for name, v := range placement.PodRequests(m.Pod) {
 			sum[name] += v
 		}
 		sum[corev1.ResourcePods]++

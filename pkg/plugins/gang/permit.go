@@ -126,7 +126,7 @@ func (pl *Gang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Po
 		if !pl.shared.drain.admit(group, append(pods, pod)) {
 			// Unreserve of this member releases the waiting ones: a gang
 			// the stopping scheduler has not let through binds nothing.
-			return fwk.NewStatus(fwk.Unschedulable, MsgStopping), 0
+			return fwk.NewStatus(fwk.Unschedulable, msgStopping), 0
 		}
 		if facts.Tracked {
 			pl.shared.attempts.allowed(facts.Root)

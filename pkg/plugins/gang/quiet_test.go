@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
@@ -136,7 +137,7 @@ func TestInvalidGroupGetsItsOwnEventOnTheMember(t *testing.T) {
 	for range 2 {
 		_, st := pl.PreFilter(context.Background(), framework.NewCycleState(), a, nil)
 		require.False(t, st.IsSuccess())
-		assert.Contains(t, st.Message(), MsgMinAvailableMismatch)
+		assert.Contains(t, st.Message(), groups.MsgMinAvailableMismatch)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -452,4 +453,23 @@ func selfAffinityKey(pt *planTerms, pod *corev1.Pod, c *Constraints) string {
 		}
 	}
 	return ""
+}
+
+// ViewProber keeps the prober of the framework a diagnostic view probes
+// through (pluginrt.View): the probes' cache lives as long as that
+// framework, which the diagnostics keep for the scheduler's lifetime.
+type ViewProber struct {
+	mu sync.Mutex
+	h  fwk.Handle
+	pr *probe.Prober
+}
+
+// For returns the prober of h, built on the first call for h.
+func (v *ViewProber) For(h fwk.Handle) *probe.Prober {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.h != h {
+		v.h, v.pr = h, NewProber(h)
+	}
+	return v.pr
 }

@@ -29,13 +29,8 @@ type DRA struct {
 	Features structured.Features
 }
 
-// NewDRA reads devices through manager.
-func NewDRA(manager fwk.SharedDRAManager, model *devices.Model, features structured.Features) *DRA {
-	return &DRA{manager: func() fwk.SharedDRAManager { return manager }, Model: model, Features: features}
-}
-
-// Manager is the DRA manager, nil when the scheduler runs none.
-func (d *DRA) Manager() fwk.SharedDRAManager {
+// sharedManager is the DRA manager, nil when the scheduler runs none.
+func (d *DRA) sharedManager() fwk.SharedDRAManager {
 	if d == nil || d.manager == nil {
 		return nil
 	}
@@ -89,23 +84,23 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 		users: map[string][]*corev1.Pod{}, shared: map[string]*resourceapi.ResourceClaim{}, members: map[*corev1.Pod]resolvedClaims{}}
 	c.devices = st
 	dra := c.DRA
-	if dra.Manager() == nil {
+	if dra.sharedManager() == nil {
 		st.err = fmt.Errorf("pods use ResourceClaims but the scheduler has no DRA manager")
 		return st
 	}
-	slices, err := dra.Manager().ResourceSlices().ListWithDeviceTaintRules()
+	slices, err := dra.sharedManager().ResourceSlices().ListWithDeviceTaintRules()
 	if err != nil {
 		st.err = fmt.Errorf("list ResourceSlices: %w", err)
 		return st
 	}
-	allocated, err := dra.Manager().ResourceClaims().ListAllAllocatedDevices()
+	allocated, err := dra.sharedManager().ResourceClaims().ListAllAllocatedDevices()
 	if err != nil {
 		st.err = fmt.Errorf("list allocated devices: %w", err)
 		return st
 	}
 	st.view = dra.Model.View(ctx, devices.Source{
 		Slices:    slices,
-		Classes:   dra.Manager().DeviceClasses(),
+		Classes:   dra.sharedManager().DeviceClasses(),
 		Allocated: &structured.AllocatedState{AllocatedDevices: allocated},
 		Features:  dra.Features,
 	})
@@ -186,7 +181,7 @@ func (c *Constraints) resolveClaims(st *deviceState, pod *corev1.Pod) (memberCla
 		if name == nil {
 			continue
 		}
-		claim, err := c.DRA.Manager().ResourceClaims().Get(pod.Namespace, *name)
+		claim, err := c.DRA.sharedManager().ResourceClaims().Get(pod.Namespace, *name)
 		if apierrors.IsNotFound(err) {
 			return memberClaims{waiting: fmt.Sprintf("ResourceClaim %s/%s does not exist", pod.Namespace, *name)}, nil
 		}
@@ -225,7 +220,7 @@ func (c *Constraints) claimName(pod *corev1.Pod, pc *corev1.PodResourceClaim) (n
 // claimMadeFor finds the claim the resourceclaim controller made from a
 // template for pod's claim podClaim, before the pod's status names it.
 func (c *Constraints) claimMadeFor(pod *corev1.Pod, podClaim string) *string {
-	claims, err := c.DRA.Manager().ResourceClaims().List()
+	claims, err := c.DRA.sharedManager().ResourceClaims().List()
 	if err != nil {
 		return nil
 	}
@@ -502,9 +497,9 @@ func mergeLabel(old labelValue, sel *corev1.NodeSelector) labelValue {
 	return labelValue{key: e.Key, value: e.Values[0]}
 }
 
-// SharedDomainKey is the node label whose domains the shared claims of
+// sharedDomainKey is the node label whose domains the shared claims of
 // rep's shape reach, "" when they impose none (see sharedDomain).
-func (c *Constraints) SharedDomainKey(rep *corev1.Pod) string {
+func (c *Constraints) sharedDomainKey(rep *corev1.Pod) string {
 	if c == nil || c.devices == nil {
 		return ""
 	}
@@ -561,7 +556,7 @@ func (c *Constraints) FreedDevices(pod *corev1.Pod) placement.Resources {
 	var out placement.Resources
 	for _, k := range ClaimKeys(pod) {
 		ns, name, _ := strings.Cut(k, "/")
-		claim, err := c.DRA.Manager().ResourceClaims().Get(ns, name)
+		claim, err := c.DRA.sharedManager().ResourceClaims().Get(ns, name)
 		if err != nil || claim.Status.Allocation == nil {
 			continue
 		}

@@ -113,7 +113,7 @@ func (c *Constraints) podClaims(pod *corev1.Pod) []*resourceapi.ResourceClaim {
 		if !made || name == nil {
 			continue
 		}
-		if claim, err := c.DRA.Manager().ResourceClaims().Get(pod.Namespace, *name); err == nil {
+		if claim, err := c.DRA.sharedManager().ResourceClaims().Get(pod.Namespace, *name); err == nil {
 			out = append(out, claim)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
@@ -49,7 +48,7 @@ func nominatedUsage(node string, nominated func(node string) []fwk.PodInfo, inHi
 		if u.Requested == nil {
 			u.Requested = placement.Resources{}
 		}
-		for name, v := range Requests(pod) {
+		for name, v := range placement.PodRequests(pod) {
 			u.Requested[name] += v
 		}
 		u.Pods++
@@ -169,23 +168,10 @@ func fromResource(r fwk.Resource) placement.Resources {
 	return out
 }
 
-// Requests are a pod's effective requests in planner units (milli-cpu).
-func Requests(pod *corev1.Pod) placement.Resources {
-	out := placement.Resources{}
-	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
-		if name == corev1.ResourceCPU {
-			out[name] = q.MilliValue()
-		} else {
-			out[name] = q.Value()
-		}
-	}
-	return out
-}
-
 // shapeKey identifies pods the planner may treat as interchangeable.
 func shapeKey(pod *corev1.Pod) string {
 	var b strings.Builder
-	req := Requests(pod)
+	req := placement.PodRequests(pod)
 	names := make([]string, 0, len(req))
 	for n := range req {
 		names = append(names, string(n))
@@ -214,7 +200,7 @@ func shapeKey(pod *corev1.Pod) string {
 }
 
 func shapeOf(pod *corev1.Pod) placement.Shape {
-	s := placement.Shape{Requests: Requests(pod), Tolerations: pod.Spec.Tolerations, NodeSelector: pod.Spec.NodeSelector}
+	s := placement.Shape{Requests: placement.PodRequests(pod), Tolerations: pod.Spec.Tolerations, NodeSelector: pod.Spec.NodeSelector}
 	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
 		s.RequiredAffinity = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
 	}
@@ -300,7 +286,7 @@ func BuildInput(t *groups.Tree, c *Constraints) (*placement.Group, map[types.UID
 							g.TopologyKey = selfAffinityKey(pt, m.Pod, c)
 							g.PreferredKeys = belowAffinity(g.PreferredKeys, g.TopologyKey)
 						}
-						if k := c.SharedDomainKey(m.Pod); k != "" && g.TopologyKey == "" {
+						if k := c.sharedDomainKey(m.Pod); k != "" && g.TopologyKey == "" {
 							// Members sharing a claim go where its
 							// allocation reaches: one domain of k.
 							g.TopologyKey = k

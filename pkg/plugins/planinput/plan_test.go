@@ -53,7 +53,7 @@ func TestPlanInputGroupsPodsByShapeAndFixesPlacedMembers(t *testing.T) {
 	assert.NotEqual(t, leaf.Pending[0].Shape, leaf.Pending[2].Shape)
 	assert.Equal(t, []placement.BoundPod{{Key: "uid-d", Node: "n1"}, {Key: "uid-e", Node: "n2"}}, leaf.Bound)
 	assert.Len(t, uids, 6, "every member's own nominations are excluded")
-	assert.Equal(t, int64(2000), Requests(testPod("x", "2", ""))[corev1.ResourceCPU], "cpu is in millicores")
+	assert.Equal(t, int64(2000), placement.PodRequests(testPod("x", "2", ""))[corev1.ResourceCPU], "cpu is in millicores")
 }
 
 func TestPodsWithAdmissionDefaultTolerationsShareAShape(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
 type plugin struct{ name string }
@@ -44,5 +46,33 @@ func TestRegisterGetAndForget(t *testing.T) {
 	}
 	if _, ok := r.Plugin(h2, "A"); !ok {
 		t.Fatal("another framework's plugin was dropped with the first")
+	}
+}
+
+// permitPlugin is a plugin registered under Gang's name that answers
+// PermitWaits.
+type permitPlugin struct{ plugin }
+
+func (p *permitPlugin) PermitSince(groups.Key) (time.Time, bool) { return time.Time{}, false }
+
+// TestDiagnosticsReadsOnlyTheProfilesPlugins: a profile's Diagnostics
+// holds what that profile's plugins answer, and nothing for a plugin the
+// profile does not run or one that does not answer the interface.
+func TestDiagnosticsReadsOnlyTheProfilesPlugins(t *testing.T) {
+	h1, h2 := &handle{}, &handle{}
+	r := New()
+	gang := &permitPlugin{plugin{GangName}}
+	r.Register(context.Background(), h1, gang)
+	r.Register(context.Background(), h1, &plugin{TopologyName})
+
+	d := r.Diagnostics(h1)
+	if d.Permits != gang {
+		t.Errorf("Permits = %v; want the profile's %s", d.Permits, GangName)
+	}
+	if d.Plans != nil || d.Victims != nil {
+		t.Errorf("Plans = %v, Victims = %v; want nil: the profile's %s reads no plans and it runs no %s", d.Plans, d.Victims, TopologyName, PreemptionName)
+	}
+	if d := r.Diagnostics(h2); d != (Diagnostics{}) {
+		t.Errorf("Diagnostics of a profile without Phalanx plugins = %+v; want none", d)
 	}
 }

@@ -28,6 +28,8 @@ import (
 // its lock, which AddNominatedPod takes too. So the book is written
 // anywhere (PreEnqueue only marks what it saw) and read by the scheduling
 // loop, which holds no lock of the queue's.
+//
+// The zero Promises is an empty book; a nil *Promises keeps nothing.
 type Promises struct {
 	mu      sync.Mutex
 	entries map[types.UID]*promise
@@ -58,10 +60,6 @@ type promise struct {
 	kind PromiseKind
 }
 
-// NewPromises returns an empty book. A nil *Promises is a book that
-// keeps nothing.
-func NewPromises() *Promises { return &Promises{entries: map[types.UID]*promise{}} }
-
 // Promise records node as promised to pod. A retry promise is never
 // replaced by a plan's: a new plan moves it (Move) instead.
 func (p *Promises) Promise(pod *corev1.Pod, node string, kind PromiseKind) {
@@ -73,6 +71,9 @@ func (p *Promises) Promise(pod *corev1.Pod, node string, kind PromiseKind) {
 	if old := p.entries[pod.UID]; old != nil && old.kind == RetryPromise && kind == PlanPromise {
 		old.node = node
 		return
+	}
+	if p.entries == nil {
+		p.entries = map[types.UID]*promise{}
 	}
 	p.entries[pod.UID] = &promise{pod: pod, node: node, kind: kind}
 	p.n.Store(int32(len(p.entries)))
@@ -117,27 +118,6 @@ func (p *Promises) Withdraw(uid types.UID, kinds ...PromiseKind) *corev1.Pod {
 	delete(p.entries, uid)
 	p.n.Store(int32(len(p.entries)))
 	return e.pod
-}
-
-// Len counts the promises held.
-func (p *Promises) Len() int {
-	if p == nil {
-		return 0
-	}
-	return int(p.n.Load())
-}
-
-// Node returns the node promised to uid, "" for none.
-func (p *Promises) Node(uid types.UID) string {
-	if p == nil || p.n.Load() == 0 {
-		return ""
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if e := p.entries[uid]; e != nil {
-		return e.node
-	}
-	return ""
 }
 
 // Member is what Keep needs to know of a promised pod from the group
@@ -196,6 +176,6 @@ type Nominator interface {
 
 // PromisesOf returns the book of the scheduler i runs.
 func PromisesOf(i *Instance) *Promises {
-	p, _ := Shared(i, "promises", func() (*Promises, error) { return NewPromises(), nil })
+	p, _ := Shared(i, "promises", func() (*Promises, error) { return &Promises{}, nil })
 	return p
 }

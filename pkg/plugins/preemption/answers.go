@@ -50,10 +50,10 @@ type searchKey struct {
 	nominated uint64
 }
 
-// searchAnswer is a search's outcome: Searched, or the error Search
+// searchAnswer is a search's outcome: searched, or the error search
 // returned.
 type searchAnswer struct {
-	search *Searched
+	search *searched
 	err    error
 }
 
@@ -133,10 +133,10 @@ func (p *Preemption) sharedSearch(root groups.Key, key searchKey) *searchAnswer 
 func (p *Preemption) keepSearch(root groups.Key, key searchKey, tree *groups.Tree, a searchAnswer) {
 	var inf *placement.Infeasible
 	switch {
-	case errors.Is(a.err, ErrNoCandidates), errors.As(a.err, &inf):
+	case errors.Is(a.err, errNoCandidates), errors.As(a.err, &inf):
 	case a.err == nil && len(a.search.Result.Victims) == 0:
 		// Only the verdict is read again; the candidates may be many.
-		a.search = &Searched{Result: a.search.Result}
+		a.search = &searched{Result: a.search.Result}
 	default:
 		return
 	}

@@ -1,33 +1,27 @@
 package preemption
 
 import (
+	"context"
 	"sort"
-	"time"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
-// Eviction is the plugin's last preemption for a hierarchy while its
-// victims may still be terminating: the group does not preempt again until
-// they are gone or their wait has ended (waitEnd).
-type Eviction struct {
-	At time.Time
-	// Victims are namespace/name, sorted.
-	Victims []string
-	// Left are the victims the API server still has.
-	Left []string
-}
+// The diagnostics read the plugin through this interface only.
+var _ pluginrt.VictimReader = &Preemption{}
 
 // LastEviction returns root's remembered preemption, false when there is
 // none or the wait for every victim has ended. It only reads: the memory is
 // cleared by the group's next PostFilter.
-func (p *Preemption) LastEviction(root groups.Key) (Eviction, bool) {
+func (p *Preemption) LastEviction(root groups.Key) (pluginrt.Eviction, bool) {
 	pe, victims := p.pendingVictims(root)
 	if pe == nil {
-		return Eviction{}, false
+		return pluginrt.Eviction{}, false
 	}
 	now := p.now()
-	e := Eviction{At: pe.at}
+	e := pluginrt.Eviction{At: pe.at}
 	waiting := false
 	for uid, v := range victims {
 		e.Victims = append(e.Victims, v.name)
@@ -38,9 +32,16 @@ func (p *Preemption) LastEviction(root groups.Key) (Eviction, bool) {
 		waiting = waiting || !now.After(waitEnd(pe.at, v, pod))
 	}
 	if !waiting {
-		return Eviction{}, false
+		return pluginrt.Eviction{}, false
 	}
 	sort.Strings(e.Victims)
 	sort.Strings(e.Left)
 	return e, true
+}
+
+// SearchVictims is PostFilter's victim search against v: the same search,
+// with the profile's filters probed through v's framework rather than the
+// cycle's, and never shared with the cycle's answers (answers.go).
+func (p *Preemption) SearchVictims(ctx context.Context, v pluginrt.View, tree *groups.Tree, prio int32, explainDomains int) (*pluginrt.VictimSearch, error) {
+	return p.search(ctx, v.Handle, p.viewProber.For(v.Handle), tree, prio, v.Nodes, v.Nominated, placement.Options{ExplainDomains: explainDomains})
 }

@@ -51,6 +51,8 @@ type Preemption struct {
 	pods   corelisters.PodLister
 	pdbs   policylisters.PodDisruptionBudgetLister
 	prober *probe.Prober
+	// viewProber probes the diagnostics' framework (SearchVictims).
+	viewProber planinput.ViewProber
 
 	// podPreemption is upstream's evaluator with unit-aware victims, for
 	// plain pods and best-effort group members (pods.go).
@@ -192,7 +194,7 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	switch {
 	case errors.As(err, &noTree):
 		return nil, fwk.NewStatus(fwk.Unschedulable, noTree.err.Error())
-	case errors.Is(err, ErrNoCandidates):
+	case errors.Is(err, errNoCandidates):
 		return noNomination(), fwk.NewStatus(fwk.Unschedulable, err.Error())
 	case errors.As(err, &inf):
 		return noNomination(), fwk.NewStatus(fwk.Unschedulable, "preemption cannot make the whole group fit: "+inf.Reason)

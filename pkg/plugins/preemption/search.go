@@ -17,6 +17,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
@@ -36,7 +37,7 @@ func (e *treeError) Error() string { return e.err.Error() }
 // earlier member got in the same state of the cluster when there is one
 // (answers.go), else a search, whose tree is returned with it. An answer
 // with victims is never shared, so it always comes with its tree.
-func (p *Preemption) searchFor(ctx context.Context, root groups.Key, prio int32, infos []fwk.NodeInfo) (*Searched, *groups.Tree, error) {
+func (p *Preemption) searchFor(ctx context.Context, root groups.Key, prio int32, infos []fwk.NodeInfo) (*searched, *groups.Tree, error) {
 	key, keyed := p.searchKeyOf(root, prio, infos)
 	if keyed {
 		if a := p.sharedSearch(root, key); a != nil {
@@ -49,7 +50,7 @@ func (p *Preemption) searchFor(ctx context.Context, root groups.Key, prio int32,
 	}
 	start := time.Now()
 	searches.Inc()
-	search, err := p.Search(ctx, p.handle, p.prober, tree, prio, infos, p.handle.NominatedPodsForNode, placement.Options{})
+	search, err := p.search(ctx, p.handle, p.prober, tree, prio, infos, p.handle.NominatedPodsForNode, placement.Options{})
 	if err == nil {
 		klog.FromContext(ctx).V(4).Info("Searched victims", "group", root, "candidates", len(search.Candidates), "duration", time.Since(start))
 	}
@@ -59,29 +60,24 @@ func (p *Preemption) searchFor(ctx context.Context, root groups.Key, prio int32,
 	return search, tree, err
 }
 
-// ErrNoCandidates says no running pod has a priority below the group's.
-var ErrNoCandidates = errors.New("no lower-priority pods to preempt")
+// errNoCandidates says no running pod has a priority below the group's.
+// It is the diagnostics' sentinel, so they can tell it apart.
+var errNoCandidates = pluginrt.ErrNoCandidates
 
-// Searched is the outcome of Search.
-type Searched struct {
-	Result *placement.Preemption
-	// Pods are the candidate victims by placement key (PodKey), and
-	// Candidates the search's view of them (priority, unit, PDB).
-	Pods       map[string]*corev1.Pod
-	Candidates map[string]placement.Victim
-}
+// searched is the outcome of search.
+type searched = pluginrt.VictimSearch
 
-// Search is PostFilter's victim search for the hierarchy tree at priority
+// search is PostFilter's victim search for the hierarchy tree at priority
 // prio: against the nodes infos, with the room nominated to pods outside
 // the hierarchy taken from nominated, and the profile's filters run through
 // pr over h. PostFilter passes its cycle's snapshot and handle; diagnostics
 // pass a snapshot and a framework of the same profile of their own, so
 // both search the same way. opts may only ask for explanations
 // (ExplainDomains); the domain policy of group preemption is the
-// planner's default. The error is ErrNoCandidates, an
+// planner's default. The error is errNoCandidates, an
 // *placement.Infeasible when no set of victims makes the group fit, or a
 // failure.
-func (p *Preemption) Search(ctx context.Context, h fwk.Handle, pr *probe.Prober, tree *groups.Tree, prio int32, infos []fwk.NodeInfo, nominated func(string) []fwk.PodInfo, opts placement.Options) (*Searched, error) {
+func (p *Preemption) search(ctx context.Context, h fwk.Handle, pr *probe.Prober, tree *groups.Tree, prio int32, infos []fwk.NodeInfo, nominated func(string) []fwk.PodInfo, opts placement.Options) (*searched, error) {
 	_, members := planinput.PlanInput(tree)
 	cons := p.constraints(ctx, h, pr, infos, members, prio)
 	input, _, err := planinput.BuildInput(tree, cons)
@@ -91,7 +87,7 @@ func (p *Preemption) Search(ctx context.Context, h fwk.Handle, pr *probe.Prober,
 	nodes := planinput.NodesFromSnapshot(infos, nominated, members)
 	victims, byKey := p.candidates(infos, prio, members)
 	if len(victims) == 0 {
-		return nil, ErrNoCandidates
+		return nil, errNoCandidates
 	}
 	for i := range victims {
 		for name, n := range cons.FreedDevices(byKey[victims[i].Key]) {
@@ -107,7 +103,7 @@ func (p *Preemption) Search(ctx context.Context, h fwk.Handle, pr *probe.Prober,
 	for _, v := range victims {
 		cands[v.Key] = v
 	}
-	return &Searched{Result: result, Pods: byKey, Candidates: cands}, nil
+	return &searched{Result: result, Pods: byKey, Candidates: cands}, nil
 }
 
 // mostMembers searches victims for as many pending members as eviction can
@@ -245,7 +241,7 @@ func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[ty
 			v := placement.Victim{
 				Key:      planinput.PodKey(pod),
 				Node:     ni.Node().Name,
-				Requests: planinput.Requests(pod),
+				Requests: placement.PodRequests(pod),
 				Priority: id.priority,
 				Unit:     id.unit,
 				Created:  pod.CreationTimestamp.UnixNano(),

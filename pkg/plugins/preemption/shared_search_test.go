@@ -178,7 +178,7 @@ func TestMembersShareASearchOnlyInTheSameState(t *testing.T) {
 		require.NoError(t, err)
 		key, ok := f.p.searchKeyOf(f.root, 100, nil)
 		require.True(t, ok)
-		f.p.keepSearch(f.root, key, tree, searchAnswer{search: &Searched{Result: &placement.Preemption{Victims: []string{"ns/n0000-p0"}}}})
+		f.p.keepSearch(f.root, key, tree, searchAnswer{search: &searched{Result: &placement.Preemption{Victims: []string{"ns/n0000-p0"}}}})
 		assert.Nil(t, f.p.sharedSearch(f.root, key))
 	})
 	t.Run("no answer is kept for a gang whose members use ResourceClaims", func(t *testing.T) {
@@ -192,7 +192,7 @@ func TestMembersShareASearchOnlyInTheSameState(t *testing.T) {
 		require.NoError(t, err)
 		key, ok := f.p.searchKeyOf(f.root, 100, nil)
 		require.True(t, ok)
-		f.p.keepSearch(f.root, key, tree, searchAnswer{err: ErrNoCandidates})
+		f.p.keepSearch(f.root, key, tree, searchAnswer{err: errNoCandidates})
 		assert.Nil(t, f.p.sharedSearch(f.root, key))
 	})
 }

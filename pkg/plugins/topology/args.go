@@ -16,7 +16,7 @@ import (
 // gives them, defaulted and validated into the planner's options. Apart from
 // the plugin so the accepted values read in one place.
 
-// Args configure the plugin.
+// pluginArgs configure the plugin.
 //
 //	pluginConfig:
 //	- name: PhalanxTopology
@@ -24,7 +24,7 @@ import (
 //	    domainPolicy: BestFit     # BestFit | WorstFit | FirstFit
 //	    planTTLSeconds: 30
 //	    rankLevels: [topology.kubernetes.io/zone, topology.phalanx.dev/rack]
-type Args struct {
+type pluginArgs struct {
 	// DomainPolicy picks among feasible domains. BestFit (default) takes the
 	// one left fullest, which keeps big domains whole for big gangs.
 	DomainPolicy string `json:"domainPolicy,omitempty"`
@@ -37,23 +37,23 @@ type Args struct {
 	// out on their planned nodes: consecutive ranks share one domain of
 	// each level (and one node) before the next domain, domains in order
 	// of their values. The group's own topology keys are always levels.
-	// Default DefaultRankLevels; the order given does not matter.
+	// Default defaultRankLevels; the order given does not matter.
 	RankLevels []string `json:"rankLevels,omitempty"`
 }
 
-// DefaultRankLevels are the hierarchy levels rank order follows when the
+// defaultRankLevels are the hierarchy levels rank order follows when the
 // args name none: the well-known region and zone labels and the block and
 // rack labels the Phalanx samples and sandbox use.
-var DefaultRankLevels = []string{
+var defaultRankLevels = []string{
 	"topology.kubernetes.io/region",
 	"topology.kubernetes.io/zone",
 	"topology.phalanx.dev/block",
 	"topology.phalanx.dev/rack",
 }
 
-// DecodeArgs reads and validates the args, applying defaults.
-func DecodeArgs(obj runtime.Object) (Args, placement.Options, error) {
-	args := Args{}
+// decodeArgs reads and validates the args, applying defaults.
+func decodeArgs(obj runtime.Object) (pluginArgs, placement.Options, error) {
+	args := pluginArgs{}
 	if obj != nil {
 		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
 			return args, placement.Options{}, fmt.Errorf("decode %s args: %w", Name, err)
@@ -77,7 +77,7 @@ func DecodeArgs(obj runtime.Object) (Args, placement.Options, error) {
 		return args, opts, fmt.Errorf("%s args: planTTLSeconds=%d is out of range: use 1 to 600", Name, args.PlanTTLSeconds)
 	}
 	if args.RankLevels == nil {
-		args.RankLevels = DefaultRankLevels
+		args.RankLevels = defaultRankLevels
 	}
 	for _, k := range args.RankLevels {
 		if errs := v1alpha1.ValidateTopologyKey(k); len(errs) > 0 {

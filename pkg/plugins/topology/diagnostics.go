@@ -1,36 +1,39 @@
 package topology
 
 import (
+	"context"
 	"maps"
-	"time"
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
-	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
-// StoredPlan is the plan the plugin holds for a hierarchy, as diagnostics
-// report it.
-type StoredPlan struct {
-	Made time.Time
-	// Infeasible is set when the plan found no placement; the plugin
-	// answers the hierarchy's members with it while the snapshot stands.
-	Infeasible *placement.Infeasible
-	// Assignments maps pod UIDs to their planned node; Domains group key
-	// strings to their domain value.
-	Assignments map[string]string
-	Domains     map[string]string
-}
+// The diagnostics read the plugin through this interface only.
+var _ pluginrt.PlanReader = &Topology{}
 
 // StoredPlan returns the plan held for root, if any.
-func (t *Topology) StoredPlan(root groups.Key) (StoredPlan, bool) {
+func (t *Topology) StoredPlan(root groups.Key) (pluginrt.StoredPlan, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := t.plans[root]
 	if p == nil {
-		return StoredPlan{}, false
+		return pluginrt.StoredPlan{}, false
 	}
-	return StoredPlan{Made: p.created, Infeasible: p.infeasible, Assignments: maps.Clone(p.assignments), Domains: maps.Clone(p.domains)}, true
+	return pluginrt.StoredPlan{Made: p.created, Infeasible: p.infeasible, Assignments: maps.Clone(p.assignments), Domains: maps.Clone(p.domains)}, true
 }
 
-// PlanOptions are the planner options the profile configured.
-func (t *Topology) PlanOptions() placement.Options { return t.opts }
+// PlanInput is the input of tree's next plan against v, with the
+// profile's planner options and this plugin's memory of refused nodes. The
+// profile's filters are probed through v's framework, never the cycle's.
+func (t *Topology) PlanInput(ctx context.Context, v pluginrt.View, tree *groups.Tree) (pluginrt.PlanInput, error) {
+	cons := t.constraintsFor(ctx, v.Handle, t.viewProber.For(v.Handle), tree.Key, v.Nodes)
+	input, members, err := planinput.BuildInput(tree, cons)
+	if err != nil {
+		return pluginrt.PlanInput{}, err
+	}
+	opts := t.opts
+	opts.Extra = cons.Extra()
+	opts.Domains = cons.DeviceDomains(ctx, tree, input)
+	return pluginrt.PlanInput{Nodes: planinput.NodesFromSnapshot(v.Nodes, v.Nominated, members), Group: input, Options: opts}, nil
+}

@@ -15,9 +15,9 @@ import (
 // not an event per plan.
 const unusableWarnInterval = 10 * time.Minute
 
-// ReasonNodeTotalsOverflow is the reason of the Warning event on a node
+// reasonNodeTotalsOverflow is the reason of the Warning event on a node
 // that plans leave out because its resource totals are negative.
-const ReasonNodeTotalsOverflow = "PhalanxNodeTotalsOverflow"
+const reasonNodeTotalsOverflow = "PhalanxNodeTotalsOverflow"
 
 // nodeWarnings tells operators about nodes the planner leaves out, once per
 // node and problem, and again every unusableWarnInterval while it lasts.
@@ -72,7 +72,7 @@ func (w *nodeWarnings) report(recorder events.EventRecorder, table *placement.No
 		if obj == nil {
 			continue
 		}
-		recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonNodeTotalsOverflow, "Scheduling",
+		recorder.Eventf(obj, nil, corev1.EventTypeWarning, reasonNodeTotalsOverflow, "Scheduling",
 			"%s leaves this node out of group placement: %s", Name, n.Reason)
 	}
 }

@@ -43,7 +43,7 @@ func TestUnusableNodesAreReportedOnceNotPerPlan(t *testing.T) {
 	first := drain(recorder)
 	t.Run("the first plan warns on the node, naming the resource", func(t *testing.T) {
 		require.Len(t, first, 1)
-		assert.Contains(t, first[0], "Warning "+ReasonNodeTotalsOverflow)
+		assert.Contains(t, first[0], "Warning "+reasonNodeTotalsOverflow)
 		assert.Contains(t, first[0], "requested memory is negative")
 	})
 

@@ -75,7 +75,7 @@ func nominationFixtureWith(t *testing.T, cpu, minAvailable string, nominations [
 		client:     client, nominated: map[string]string{},
 	}
 	fed := groups.NewFed()
-	tp := &Topology{handle: h, groups: fed, status: &groupstatus.Writer{}, args: Args{PlanTTLSeconds: 30},
+	tp := &Topology{handle: h, groups: fed, status: &groupstatus.Writer{}, args: pluginArgs{PlanTTLSeconds: 30},
 		plans: map[groups.Key]*plan{}, rejected: map[groups.Key]map[string]map[string]rejection{},
 		prober: probe.New(h), unknownFilters: func() []string { return nil }, runCtx: context.Background()}
 	var members []*corev1.Pod
@@ -211,7 +211,7 @@ func TestRefusalCountsSiblingsTheQueueNominatedThere(t *testing.T) {
 // filed the member. Members the queue had filed get no promise.
 func TestPlannedMemberFiledLateKeepsItsNode(t *testing.T) {
 	tp, h, members := nominationFixtureWith(t, "3", "3", []string{"", "", ""})
-	tp.promises = pluginrt.NewPromises()
+	tp.promises = &pluginrt.Promises{}
 	late := members[2]
 	for _, m := range members[:2] {
 		tp.groups.MarkQueued(m.UID)
@@ -220,8 +220,19 @@ func TestPlannedMemberFiledLateKeepsItsNode(t *testing.T) {
 	require.True(t, st.IsSuccess(), "%v", st)
 	node, ok := h.nominationOf(late.Name)
 	require.True(t, ok, "the plan nominates the late member")
-	assert.Equal(t, 1, tp.promises.Len(), "only the member the queue has not filed holds a promise")
-	assert.Equal(t, node, tp.promises.Node(late.UID))
+	// The queue drops every nomination; the next cycle nominates again
+	// only the member the queue had not filed, which holds a promise.
+	for _, m := range members {
+		h.DeleteNominatedPodIfExists(m)
+	}
+	tp.promises.Keep(klog.Background(), h, tp.groups)
+	for _, m := range members[:2] {
+		_, ok := h.nominationOf(m.Name)
+		assert.False(t, ok, "%s was filed: it holds no promise", m.Name)
+	}
+	got, ok := h.nominationOf(late.Name)
+	require.True(t, ok, "the late member holds a promise")
+	assert.Equal(t, node, got)
 
 	// The queue files the late member: its nomination goes, and PreEnqueue
 	// marks it filed.
@@ -229,10 +240,13 @@ func TestPlannedMemberFiledLateKeepsItsNode(t *testing.T) {
 	tp.groups.MarkQueued(late.UID)
 	// The next cycle, before any Filter.
 	tp.promises.Keep(klog.Background(), h, tp.groups)
-	got, ok := h.nominationOf(late.Name)
+	got, ok = h.nominationOf(late.Name)
 	assert.True(t, ok, "the late member is nominated again")
 	assert.Equal(t, node, got)
-	assert.Zero(t, tp.promises.Len(), "the promise ends once the queue has filed the member")
+	h.DeleteNominatedPodIfExists(late)
+	tp.promises.Keep(klog.Background(), h, tp.groups)
+	_, ok = h.nominationOf(late.Name)
+	assert.False(t, ok, "the promise ends once the queue has filed the member")
 
 	// A later drop of the plan withdraws its nominations for good.
 	tp.drop(groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"})

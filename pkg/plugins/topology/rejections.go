@@ -134,15 +134,15 @@ func (s *nodeSeen) holds(ni fwk.NodeInfo) bool {
 // constraints is the planner's view of what the profile's filters enforce
 // for root's next plan.
 func (t *Topology) constraints(ctx context.Context, root groups.Key, infos []fwk.NodeInfo) *planinput.Constraints {
-	return t.ConstraintsFor(ctx, t.handle, t.prober, root, infos)
+	return t.constraintsFor(ctx, t.handle, t.prober, root, infos)
 }
 
-// ConstraintsFor is what root's next plan would be given against infos,
+// constraintsFor is what root's next plan would be given against infos,
 // with the profile's filters run through pr over h. The scheduling cycle
 // passes its own handle; diagnostics, which must not touch the cycle's
 // snapshot, pass a framework of the same profile over a snapshot of their
 // own. The nodes earlier plans of root were refused on are this plugin's.
-func (t *Topology) ConstraintsFor(ctx context.Context, h fwk.Handle, pr *probe.Prober, root groups.Key, infos []fwk.NodeInfo) *planinput.Constraints {
+func (t *Topology) constraintsFor(ctx context.Context, h fwk.Handle, pr *probe.Prober, root groups.Key, infos []fwk.NodeInfo) *planinput.Constraints {
 	c := planinput.ClusterConstraints(ctx, h, pr, infos)
 	c.Unknown = t.unknownFilters()
 	c.AntiTerms = t.antiTerms

@@ -45,7 +45,7 @@ func newRefusalWorld(t *testing.T) *refusalWorld {
 	blocker.ResourceVersion = "1"
 	h := &planHandle{snapshot: cache.NewSnapshot([]*corev1.Pod{blocker}, []*corev1.Node{node}), informers: informers.NewSharedInformerFactory(fake.NewSimpleClientset(), 0)}
 	fed := groups.NewFed()
-	tp := &Topology{handle: h, groups: fed, status: &groupstatus.Writer{}, args: Args{PlanTTLSeconds: 30},
+	tp := &Topology{handle: h, groups: fed, status: &groupstatus.Writer{}, args: pluginArgs{PlanTTLSeconds: 30},
 		plans: map[groups.Key]*plan{}, rejected: map[groups.Key]map[string]map[string]rejection{},
 		prober: probe.New(h), unknownFilters: func() []string { return nil }}
 	member := testPod("g-0", "1", "")
@@ -282,7 +282,7 @@ func TestRefusalCapOutlivesTheSiblingsItCounts(t *testing.T) {
 	caps := func() map[string]int {
 		infos, err := w.h.snapshot.NodeInfos().List()
 		require.NoError(t, err)
-		c := w.tp.ConstraintsFor(context.Background(), w.h, w.tp.prober, root, infos)
+		c := w.tp.constraintsFor(context.Background(), w.h, w.tp.prober, root, infos)
 		w.tp.mu.Lock()
 		var shapes []string
 		for shape := range w.tp.rejected[root] {

@@ -28,7 +28,6 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
-	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 	"github.com/phalanx-sched/phalanx/pkg/reservation"
 )
 
@@ -203,7 +202,7 @@ func addNode(d *reservation.Domain, ni fwk.NodeInfo, members sets.Set[string], g
 		if members.Has(string(p.UID)) {
 			continue
 		}
-		requests := planinput.Requests(p)
+		requests := placement.PodRequests(p)
 		for n, v := range requests {
 			d.Used[n] += v
 		}
@@ -289,7 +288,7 @@ func (r *reserver) refresh(now time.Time) {
 		var on []reservation.Running
 		for _, p := range pods {
 			if h.Nodes.Has(p.Spec.NodeName) && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && !h.Members.Has(string(p.UID)) {
-				on = append(on, reservation.Running{End: reservation.PodEnd(p), Requests: planinput.Requests(p), Evictable: h.MayEvict(p)})
+				on = append(on, reservation.Running{End: reservation.PodEnd(p), Requests: placement.PodRequests(p), Evictable: h.MayEvict(p)})
 			}
 		}
 		r.activate(r.book.Expect(h.Root, reservation.ExpectedFit(now, h.Short, on)))

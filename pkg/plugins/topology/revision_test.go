@@ -35,7 +35,7 @@ func TestInfeasiblePlanAnswersForItsRevisionOnly(t *testing.T) {
 	fed := groups.NewFed()
 	// No groupChanged subscription: the plan is never dropped for the
 	// change, as when it is stored after the drop.
-	tp := &Topology{handle: h, groups: fed, status: &groupstatus.Writer{}, args: Args{PlanTTLSeconds: 30},
+	tp := &Topology{handle: h, groups: fed, status: &groupstatus.Writer{}, args: pluginArgs{PlanTTLSeconds: 30},
 		plans: map[groups.Key]*plan{}, rejected: map[groups.Key]map[string]map[string]rejection{},
 		prober: probe.New(h), unknownFilters: func() []string { return nil }}
 	members := make([]*corev1.Pod, 3)

@@ -14,13 +14,10 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 )
-
-// AllocatedForAnnotation marks a ResourceClaim that Phalanx allocated for
-// a group before any of its members used it; the value is the group's key.
-const AllocatedForAnnotation = "scheduling.phalanx.dev/allocated-for"
 
 // allocateShared allocates, once a plan places the group, the claims its
 // members share, on the first planned node of a member that uses each.
@@ -95,7 +92,7 @@ func (t *Topology) writeAllocation(ctx context.Context, claim *resourceapi.Resou
 	if !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
 		c.Finalizers = append(c.Finalizers, resourceapi.Finalizer)
 	}
-	metav1.SetMetaDataAnnotation(&c.ObjectMeta, AllocatedForAnnotation, group)
+	metav1.SetMetaDataAnnotation(&c.ObjectMeta, v1alpha1.AllocatedForAnnotation, group)
 	c, err := client.Update(ctx, c, metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("mark ResourceClaim %s/%s: %w", claim.Namespace, claim.Name, err)
@@ -195,7 +192,7 @@ func (t *Topology) releaseOrphans(ctx context.Context) {
 	}
 	var live map[string]bool
 	for _, c := range claims {
-		group := c.Annotations[AllocatedForAnnotation]
+		group := c.Annotations[v1alpha1.AllocatedForAnnotation]
 		if group == "" {
 			continue
 		}
@@ -216,7 +213,7 @@ func (t *Topology) releaseOrphans(ctx context.Context) {
 }
 
 func (t *Topology) release(ctx context.Context, claim *resourceapi.ResourceClaim, group string) {
-	if claim.Annotations[AllocatedForAnnotation] != group || claim.Status.Allocation == nil || len(claim.Status.ReservedFor) > 0 {
+	if claim.Annotations[v1alpha1.AllocatedForAnnotation] != group || claim.Status.Allocation == nil || len(claim.Status.ReservedFor) > 0 {
 		return
 	}
 	logger := klog.FromContext(ctx)
@@ -230,7 +227,7 @@ func (t *Topology) release(ctx context.Context, claim *resourceapi.ResourceClaim
 		}
 		return
 	}
-	delete(c.Annotations, AllocatedForAnnotation)
+	delete(c.Annotations, v1alpha1.AllocatedForAnnotation)
 	c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == resourceapi.Finalizer })
 	if c, err = client.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
 		logger.Error(err, "Could not unmark a freed ResourceClaim", "claim", klog.KObj(claim))

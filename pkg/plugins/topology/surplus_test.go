@@ -56,7 +56,7 @@ func TestPreFilterMarksMembersAFeasiblePlanLeavesOut(t *testing.T) {
 	}}}
 	h := &planHandle{snapshot: cache.NewSnapshot(nil, []*corev1.Node{node}), informers: informers.NewSharedInformerFactory(fake.NewSimpleClientset(), 0)}
 	fed := groups.NewFed()
-	tp := &Topology{handle: h, groups: fed, status: &groupstatus.Writer{}, args: Args{PlanTTLSeconds: 30},
+	tp := &Topology{handle: h, groups: fed, status: &groupstatus.Writer{}, args: pluginArgs{PlanTTLSeconds: 30},
 		plans: map[groups.Key]*plan{}, rejected: map[groups.Key]map[string]map[string]rejection{},
 		prober: probe.New(h), unknownFilters: func() []string { return nil }}
 

@@ -43,7 +43,7 @@ type Topology struct {
 	handle fwk.Handle
 	groups *groups.Fed
 	status *groupstatus.Writer
-	args   Args
+	args   pluginArgs
 	opts   placement.Options
 	// deviceEpoch moves with device changes (watchDevices).
 	deviceEpoch atomic.Uint64
@@ -64,8 +64,10 @@ type Topology struct {
 	// and rank (ranks.go).
 	ranks map[groups.Key]map[string]string
 
-	prober    *probe.Prober
-	antiTerms *planinput.TermMemo
+	prober *probe.Prober
+	// viewProber probes the diagnostics' framework (PlanInput).
+	viewProber planinput.ViewProber
+	antiTerms  *planinput.TermMemo
 	// unknownFilters names the profile's filters Phalanx does not model.
 	unknownFilters func() []string
 	nsLister       corelisters.NamespaceLister
@@ -103,7 +105,7 @@ func Factory(rt *pluginrt.Runtime) func(context.Context, runtime.Object, fwk.Han
 }
 
 func newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt.Runtime) (fwk.Plugin, error) {
-	args, opts, err := DecodeArgs(obj)
+	args, opts, err := decodeArgs(obj)
 	if err != nil {
 		return nil, err
 	}

@@ -18,14 +18,14 @@ func TestDecodeArgs(t *testing.T) {
 	cases := []struct {
 		name    string
 		raw     string
-		want    Args
+		want    pluginArgs
 		policy  placement.DomainPolicy
 		wantErr string
 	}{
-		{name: "no args default to BestFit and 30 seconds", raw: "", want: Args{DomainPolicy: "BestFit", PlanTTLSeconds: 30, RankLevels: DefaultRankLevels}, policy: placement.BestFit},
-		{name: "WorstFit is accepted", raw: `{"domainPolicy":"WorstFit","planTTLSeconds":5}`, want: Args{DomainPolicy: "WorstFit", PlanTTLSeconds: 5, RankLevels: DefaultRankLevels}, policy: placement.WorstFit},
-		{name: "FirstFit is accepted", raw: `{"domainPolicy":"FirstFit"}`, want: Args{DomainPolicy: "FirstFit", PlanTTLSeconds: 30, RankLevels: DefaultRankLevels}, policy: placement.FirstFit},
-		{name: "rank levels are taken as given", raw: `{"rankLevels":["example.com/nvlink-domain","topology.phalanx.dev/rack"]}`, want: Args{DomainPolicy: "BestFit", PlanTTLSeconds: 30, RankLevels: []string{"example.com/nvlink-domain", "topology.phalanx.dev/rack"}}, policy: placement.BestFit},
+		{name: "no args default to BestFit and 30 seconds", raw: "", want: pluginArgs{DomainPolicy: "BestFit", PlanTTLSeconds: 30, RankLevels: defaultRankLevels}, policy: placement.BestFit},
+		{name: "WorstFit is accepted", raw: `{"domainPolicy":"WorstFit","planTTLSeconds":5}`, want: pluginArgs{DomainPolicy: "WorstFit", PlanTTLSeconds: 5, RankLevels: defaultRankLevels}, policy: placement.WorstFit},
+		{name: "FirstFit is accepted", raw: `{"domainPolicy":"FirstFit"}`, want: pluginArgs{DomainPolicy: "FirstFit", PlanTTLSeconds: 30, RankLevels: defaultRankLevels}, policy: placement.FirstFit},
+		{name: "rank levels are taken as given", raw: `{"rankLevels":["example.com/nvlink-domain","topology.phalanx.dev/rack"]}`, want: pluginArgs{DomainPolicy: "BestFit", PlanTTLSeconds: 30, RankLevels: []string{"example.com/nvlink-domain", "topology.phalanx.dev/rack"}}, policy: placement.BestFit},
 		{name: "a rank level must be a label key", raw: `{"rankLevels":["not a key"]}`, wantErr: `rankLevels: "not a key"`},
 		{name: "an unknown policy names the field", raw: `{"domainPolicy":"Random"}`, wantErr: `domainPolicy "Random" is not supported`},
 		{name: "a TTL above 600 is rejected", raw: `{"planTTLSeconds":601}`, wantErr: "planTTLSeconds=601 is out of range"},
@@ -37,7 +37,7 @@ func TestDecodeArgs(t *testing.T) {
 			if tc.raw != "" {
 				obj = &runtime.Unknown{Raw: []byte(tc.raw), ContentType: runtime.ContentTypeJSON}
 			}
-			args, opts, err := DecodeArgs(obj)
+			args, opts, err := decodeArgs(obj)
 			if tc.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.wantErr)
