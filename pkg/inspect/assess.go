@@ -238,9 +238,13 @@ func (in *Inspector) preempt(ctx context.Context, p *profile, tree *groups.Tree,
 	}
 	searched, err := p.pre.Search(ctx, p.shadow, p.prober, tree, prio, infos, p.real.NominatedPodsForNode, placement.Options{ExplainDomains: explainDomains})
 	var inf *placement.Infeasible
+	var prot *preemption.Protected
 	switch {
 	case errors.Is(err, preemption.ErrNoCandidates):
 		out.Reason = fmt.Sprintf("no running pod has a priority below the group's (%d)", prio)
+		return out, nil
+	case errors.As(err, &prot):
+		out.Reason = "the group waits: " + prot.Error()
 		return out, nil
 	case errors.As(err, &inf):
 		out.Reason = "evicting every pod of lower priority would not be enough: " + inf.Reason

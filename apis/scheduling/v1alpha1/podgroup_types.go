@@ -80,6 +80,17 @@ type PodGroupSpec struct {
 	// PreemptionPolicy defaults to PreemptLowerPriority.
 	// +optional
 	PreemptionPolicy *PreemptionPolicy `json:"preemptionPolicy,omitempty"`
+	// MinRuntimeSeconds protects the group's running members from
+	// preemption by pods of higher priority for this long after the group
+	// became whole (its minCount-th member bound; a member bound later,
+	// from its own bind). The scheduler profile caps it (PhalanxPreemption's
+	// maxMinRuntimeSeconds, default 3600). Unset takes the PriorityClass's
+	// scheduling.phalanx.dev/min-runtime-seconds annotation, then the
+	// profile's default. It may change at any time.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=604800
+	MinRuntimeSeconds *int32 `json:"minRuntimeSeconds,omitempty"`
 }
 
 // PodGroupStatus is written by Phalanx: conditions by the scheduler, member
