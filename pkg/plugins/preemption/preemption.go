@@ -211,6 +211,7 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		// The group waits for the protection to end, and is tried again
 		// then: no cluster event marks that moment.
 		msg := "preemption waits: " + prot.Error()
+		pluginrt.MarkProtected(state, msg)
 		p.status.Set(ch.Leaf().Key, groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 		key := root.Key
 		p.wakeAt(key.String(), prot.Until, func() []*corev1.Pod { return p.groups.HierarchyMembersOf(key, groups.Is(groups.Pending)) })
