@@ -181,6 +181,11 @@ type Gang struct {
 	// scenario: one allocation all of them use, such as a ComputeDomain
 	// channel.
 	SharedClaim string `json:"sharedClaim,omitempty"`
+	// MinRuntime protects the gang's running members from preemption for
+	// this long once it is whole (spec.minRuntimeSeconds, or the
+	// scheduling.phalanx.dev/min-runtime-seconds annotation of an upstream
+	// PodGroup): a whole number of seconds such as 10s.
+	MinRuntime string `json:"minRuntime,omitempty"`
 	// PodPrefix names the pods; default "<name>-".
 	PodPrefix string `json:"podPrefix,omitempty"`
 	// Runtime is how long each pod runs once started (a duration such as
