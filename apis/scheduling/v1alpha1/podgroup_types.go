@@ -35,7 +35,8 @@ type PodGroup struct {
 }
 
 // PodGroupSpec describes how a PodGroup's pods are scheduled. Only
-// schedulingPolicy.gang.minCount may change after creation.
+// schedulingPolicy.gang.minCount and minRuntimeSeconds may change after
+// creation.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.schedulingPolicy.gang) == has(oldSelf.schedulingPolicy.gang)",message="the scheduling policy kind (basic or gang) is immutable",fieldPath=".schedulingPolicy"
 // +kubebuilder:validation:XValidation:rule="has(self.schedulingConstraints) == has(oldSelf.schedulingConstraints) && (!has(self.schedulingConstraints) || self.schedulingConstraints == oldSelf.schedulingConstraints)",message="schedulingConstraints is immutable",fieldPath=".schedulingConstraints"
