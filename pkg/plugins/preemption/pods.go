@@ -130,7 +130,9 @@ func (p *Preemption) preemptPod(ctx context.Context, state fwk.CycleState, pod *
 	idx := &unitIndex{preemptorPriority: prio, build: func(idx *unitIndex) {
 		idx.byPod = map[types.UID]victimID{}
 		idx.members = map[string][]*corev1.Pod{}
-		placed := p.placedPods(infos, nil)
+		// Terminating pods too: a unit's members are all of its pods, as
+		// upstream's evaluator sees them.
+		placed := p.placedPods(infos, nil, true)
 		guard := p.guardOf(placed)
 		for i, pp := range placed {
 			v := pp.pi.GetPod()

@@ -24,14 +24,15 @@ type placedPod struct {
 	id   victimID
 }
 
-// placedPods lists the snapshot's pods that are not terminating, except
-// those skip names (the preemptor's own members).
-func (p *Preemption) placedPods(infos []fwk.NodeInfo, skip map[types.UID]bool) []placedPod {
+// placedPods lists the snapshot's pods, except those skip names (the
+// preemptor's own members) and, unless terminating is set, those
+// terminating.
+func (p *Preemption) placedPods(infos []fwk.NodeInfo, skip map[types.UID]bool, terminating bool) []placedPod {
 	var out []placedPod
 	for _, ni := range infos {
 		for _, pi := range ni.GetPods() {
 			pod := pi.GetPod()
-			if skip[pod.UID] || pod.DeletionTimestamp != nil {
+			if skip[pod.UID] || pod.DeletionTimestamp != nil && !terminating {
 				continue
 			}
 			out = append(out, placedPod{pi: pi, node: ni.Node().Name, id: p.victimOf(pod)})

@@ -298,7 +298,7 @@ func (p *Preemption) constraints(ctx context.Context, h fwk.Handle, pr *probe.Pr
 // minimum runtime are not candidates: they are returned apart, as
 // shielded, with when their protection ends.
 func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[types.UID]bool) ([]placement.Victim, map[string]*corev1.Pod, []shieldedVictim) {
-	placed := p.placedPods(infos, members)
+	placed := p.placedPods(infos, members, false)
 	guard := p.guardOf(placed)
 	var out []placement.Victim
 	var podInfos []fwk.PodInfo
