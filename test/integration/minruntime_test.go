@@ -92,7 +92,8 @@ func TestMinimumRuntimeDelaysPreemption(t *testing.T) {
 // same priority. A high-priority gang that needs 2 nodes evicts the elastic
 // gang's 2 members beyond its minimum, not the younger gang, which would
 // then be broken. Lowering the elastic gang's minimum makes its members
-// surplus at once.
+// surplus at once; raising a gang's above its bound count makes it wait,
+// its running members untouched.
 func TestSurplusMembersArePreemptedFirst(t *testing.T) {
 	c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 6, CPU: "4", Memory: "32Gi", Pods: 110})
 	ctx := context.Background()
@@ -151,4 +152,17 @@ func TestSurplusMembersArePreemptedFirst(t *testing.T) {
 	waitBound(t, c, ns, "late-", 1)
 	assert.Len(t, podNames(t, c, ns, "elastic-"), 1, "the member beyond the lowered minimum went")
 	assert.Equal(t, []string{"steady-0", "steady-1"}, podNames(t, c, ns, "steady-"), "the gang at its minimum is untouched")
+
+	// Raising steady's minimum above its bound count, with a third member
+	// on a full cluster: the gang waits for room as a gang, and nothing
+	// evicts its own running members for the new one.
+	pg, err = c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "steady", metav1.GetOptions{})
+	require.NoError(t, err)
+	pg.Spec.SchedulingPolicy.Gang.MinCount = 3
+	_, err = c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Update(ctx, pg, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	createPods(t, c, ns, member{name: "steady-2", labels: inGroup("steady"), cpu: "4", priorityClass: "low"})
+	consistently(t, 2*time.Second, "the raised gang keeps its running members and waits for its third", func() bool {
+		return boundWithPrefix(t, c, ns, "steady-") == 2 && len(podNames(t, c, ns, "steady-")) == 3 && len(podNames(t, c, ns, "elastic-")) == 1
+	})
 }
