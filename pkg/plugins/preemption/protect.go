@@ -48,12 +48,15 @@ type guard struct {
 	until []time.Time
 	// units holds the latest protection end of each all-mode unit: a
 	// unit goes whole or not at all, so one protected member shields it.
-	units map[string]time.Time
-	ids   []victimID
+	// unitRuntime is the minimum runtime of the member that ends last.
+	units       map[string]time.Time
+	unitRuntime map[string]time.Duration
+	ids         []victimID
 }
 
 func (p *Preemption) guardOf(placed []placedPod) *guard {
-	g := &guard{now: p.now(), recs: make([]runRecord, len(placed)), ids: make([]victimID, len(placed)), units: map[string]time.Time{}}
+	g := &guard{now: p.now(), recs: make([]runRecord, len(placed)), ids: make([]victimID, len(placed)),
+		units: map[string]time.Time{}, unitRuntime: map[string]time.Duration{}}
 	classes := map[string]*time.Duration{}
 	for i, pp := range placed {
 		pod := pp.pi.GetPod()
@@ -68,8 +71,14 @@ func (p *Preemption) guardOf(placed []placedPod) *guard {
 	}
 	g.until = protectedUntil(g.recs)
 	for i, id := range g.ids {
-		if id.unit != "" && g.until[i].After(g.units[id.unit]) {
-			g.units[id.unit] = g.until[i]
+		if id.unit == "" {
+			continue
+		}
+		switch end := g.units[id.unit]; {
+		case g.until[i].After(end):
+			g.units[id.unit], g.unitRuntime[id.unit] = g.until[i], g.recs[i].runtime
+		case g.until[i].Equal(end):
+			g.unitRuntime[id.unit] = max(g.unitRuntime[id.unit], g.recs[i].runtime)
 		}
 	}
 	return g
@@ -90,17 +99,10 @@ func (g *guard) shielded(i int) bool { return g.unitUntil(i).After(g.now) }
 // runtimeOf is the minimum runtime that protects placed pod i's unit for
 // longest.
 func (g *guard) runtimeOf(i int) time.Duration {
-	u := g.ids[i].unit
-	if u == "" {
-		return g.recs[i].runtime
+	if u := g.ids[i].unit; u != "" {
+		return g.unitRuntime[u]
 	}
-	var d time.Duration
-	for j, id := range g.ids {
-		if id.unit == u && g.until[j].Equal(g.units[u]) {
-			d = max(d, g.recs[j].runtime)
-		}
-	}
-	return d
+	return g.recs[i].runtime
 }
 
 // classRuntime is the minimum runtime PriorityClass name declares, nil when
