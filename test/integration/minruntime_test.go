@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -59,7 +60,12 @@ func lastBind(t *testing.T, c *sandbox.Cluster, ns, prefix string) time.Time {
 // it waits, saying until when, evicts nothing while the protection lasts,
 // and preempts exactly what it needs once it ends.
 func TestMinimumRuntimeDelaysPreemption(t *testing.T) {
-	c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 4, CPU: "4", Memory: "32Gi", Pods: 110})
+	// preemptionCluster's, with the diagnostics explain reads.
+	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true, Diagnostics: true,
+		Topology: &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 4, CPU: "4", Memory: "32Gi", Pods: 110}})
+	createPriorityClasses(t, c,
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "low"}, Value: 10},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000})
 	ns := namespace(t, c)
 	const minRuntime = 5 * time.Second
 	lowGang(t, c, ns, "trained", 4, 4, "4", func(pg *v1alpha1.PodGroup) { pg.Spec.MinRuntimeSeconds = ptr.To(int32(minRuntime / time.Second)) })
@@ -71,6 +77,15 @@ func TestMinimumRuntimeDelaysPreemption(t *testing.T) {
 	cond := waitGroupCondition(t, c, ns, "job", v1alpha1.PodGroupSchedulable, "protected by their minimum runtime until")
 	until := whole.Add(minRuntime).UTC().Format(time.RFC3339)
 	assert.Contains(t, cond.Message, "until "+until+" (minimum runtime 5s)", "the wait names when the gang became whole plus its minimum runtime")
+	e := explainJSON(t, c, "podgroup", "job", "-n", ns).Items[0]
+	if time.Now().Before(whole.Add(minRuntime - time.Second)) {
+		// Asked while the protection lasts, explain gives the same wait.
+		require.NotNil(t, e.Assessment)
+		require.NotNil(t, e.Assessment.Preemption)
+		assert.Contains(t, e.Assessment.Preemption.Reason, "until "+until+" (minimum runtime 5s)")
+	} else {
+		t.Log("explain answered after the protection ended; its wait is not checked")
+	}
 	eventually(t, 10*time.Second, "the waiting member's event gives the time", func() (bool, error) {
 		return eventSince(t, c, ns, "job-0", "FailedScheduling", "minimum runtime 5s", start) ||
 			eventSince(t, c, ns, "job-1", "FailedScheduling", "minimum runtime 5s", start), nil
