@@ -3,6 +3,7 @@ package groups
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,8 +61,47 @@ func SpecOfPodGroup(pg *v1alpha1.PodGroup) Spec {
 		s.Claims = append(s.Claims, GroupClaim{Name: c.Name, ClaimName: deref(c.ResourceClaimName), TemplateName: deref(c.ResourceClaimTemplateName)})
 	}
 	s.Invalid = templateClaims(s.Claims, "no controller makes a Phalanx PodGroup's claim from a template (a member's entry naming the template would get a claim of its own)")
+	if sec := pg.Spec.MinRuntimeSeconds; sec != nil {
+		d := time.Duration(*sec) * time.Second
+		s.MinRuntime = &d
+	} else {
+		s.minRuntimeFrom(pg.Annotations)
+	}
 	return s
 }
+
+// minRuntimeFrom reads MinRuntimeAnnotation into s, for the objects whose
+// API has no field for it.
+func (s *Spec) minRuntimeFrom(annotations map[string]string) {
+	d, why := MinRuntimeOf(annotations)
+	if why != "" {
+		if s.Invalid == "" {
+			s.Invalid = why
+		}
+		return
+	}
+	s.MinRuntime = d
+}
+
+// MinRuntimeOf reads MinRuntimeAnnotation from an object's annotations:
+// nil when absent, and why when the value is not a whole number of
+// seconds between 0 and a week (the bound the PodGroup field's schema
+// sets; the profile caps it further).
+func MinRuntimeOf(annotations map[string]string) (d *time.Duration, why string) {
+	raw, ok := annotations[v1alpha1.MinRuntimeAnnotation]
+	if !ok {
+		return nil, ""
+	}
+	sec, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 32)
+	if err != nil || sec < 0 || sec > maxMinRuntimeSeconds {
+		return nil, fmt.Sprintf("annotation %s=%q is not a number of seconds between 0 and %d", v1alpha1.MinRuntimeAnnotation, raw, maxMinRuntimeSeconds)
+	}
+	v := time.Duration(sec) * time.Second
+	return &v, ""
+}
+
+// maxMinRuntimeSeconds is the schema's bound on spec.minRuntimeSeconds.
+const maxMinRuntimeSeconds = 7 * 24 * 3600
 
 // templateClaims refuses group claims made from templates: see the user
 // guide's "GPUs through DRA". why says what stands in the way.
@@ -89,6 +129,7 @@ func SpecOfComposite(cpg *v1alpha1.CompositePodGroup) Spec {
 	if sc := cpg.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
 		s.TopologyKey = sc.Topology[0].Key
 	}
+	s.minRuntimeFrom(cpg.Annotations)
 	return s
 }
 
@@ -117,6 +158,7 @@ func SpecOfNativePodGroup(pg *schedv1beta1.PodGroup) Spec {
 	if s.Invalid == "" {
 		s.Invalid = templateClaims(s.Claims, "the claim kube-controller-manager makes belongs to the PodGroup, and phalanx-scheduler's DynamicResources plugin, which runs with DRAWorkloadResourceClaims off, accepts only claims made for the pod")
 	}
+	s.minRuntimeFrom(pg.Annotations)
 	return s
 }
 
@@ -139,6 +181,7 @@ func SpecOfNativeComposite(cpg *schedv1alpha3.CompositePodGroup) Spec {
 	if _, ok := cpg.Annotations[PreferredTopologyAnnotation]; ok {
 		s.Invalid = fmt.Sprintf("annotation %s: preferred topology levels belong on PodGroups, not on a CompositePodGroup", PreferredTopologyAnnotation)
 	}
+	s.minRuntimeFrom(cpg.Annotations)
 	return s
 }
 
@@ -187,6 +230,7 @@ func SpecOfXPodGroup(pg *xv1alpha1.PodGroup) Spec {
 			s.Invalid = fmt.Sprintf("spec.minResources[%s] is %s: it cannot be negative", name, q.String())
 		}
 	}
+	s.minRuntimeFrom(pg.Annotations)
 	return s
 }
 

@@ -98,6 +98,7 @@ func (c *Cache) SetGroup(k Key, spec Spec) {
 	g.PriorityFromMembers = spec.PriorityFromMembers
 	g.MinResources = spec.MinResources
 	g.WaitTimeout = spec.WaitTimeout
+	g.MinRuntime = spec.MinRuntime
 	g.Claims = spec.Claims
 	g.Invalid = spec.Invalid
 	c.setParentLocked(g, spec.Parent)
@@ -179,6 +180,9 @@ type Info struct {
 
 	MinResources corev1.ResourceList
 	WaitTimeout  time.Duration
+	// MinRuntime is the group's declared minimum runtime (Spec.MinRuntime);
+	// shared with the cache: do not modify.
+	MinRuntime *time.Duration
 	// Claims are the group's own DRA claims; shared with the cache: do
 	// not modify.
 	Claims []GroupClaim
@@ -195,7 +199,7 @@ func infoOf(g *Group) Info {
 		Key: g.Key, UID: g.UID, Gang: g.Gang, MinCount: g.MinCount, MinGroupCount: g.MinGroupCount,
 		TopologyKey: g.TopologyKey, PreferredKeys: g.PreferredKeys, DisruptionAll: g.DisruptionAll, Created: g.Created.UnixNano(),
 		PriorityClassName: g.PriorityClassName, Priority: g.Priority, PreemptionPolicy: g.PreemptionPolicy,
-		PriorityFromMembers: g.PriorityFromMembers, MinResources: g.MinResources, WaitTimeout: g.WaitTimeout,
+		PriorityFromMembers: g.PriorityFromMembers, MinResources: g.MinResources, WaitTimeout: g.WaitTimeout, MinRuntime: g.MinRuntime,
 		Claims: g.Claims, Invalid: g.Invalid,
 		Existing: g.Existing(), Placed: g.Placed(), Bound: g.counts[Bound],
 	}

@@ -145,6 +145,11 @@ type Spec struct {
 	MinResources corev1.ResourceList
 	// WaitTimeout bounds this group's Permit wait; 0 takes the profile's.
 	WaitTimeout time.Duration
+	// MinRuntime is how long the group's running members are protected
+	// from preemption, as the object declares it (field or annotation);
+	// nil when it declares none. Preemption resolves defaults and the
+	// profile's cap.
+	MinRuntime *time.Duration
 
 	// Claims are the DRA claims the group declares for its members to
 	// share (a PodGroup's spec.resourceClaims).
@@ -233,6 +238,7 @@ type Group struct {
 
 	MinResources corev1.ResourceList
 	WaitTimeout  time.Duration
+	MinRuntime   *time.Duration
 	Claims       []GroupClaim
 
 	// Invalid explains why the group's own definition is unusable (a label

@@ -233,9 +233,13 @@ func (in *Inspector) preempt(ctx context.Context, p *profile, tree *groups.Tree,
 	}
 	searched, err := p.plugins.Victims.SearchVictims(ctx, p.view(infos), tree, prio, explainDomains)
 	var inf *placement.Infeasible
+	var prot *pluginrt.ProtectedVictims
 	switch {
 	case errors.Is(err, pluginrt.ErrNoCandidates):
 		out.Reason = fmt.Sprintf("no running pod has a priority below the group's (%d)", prio)
+		return out, nil
+	case errors.As(err, &prot):
+		out.Reason = "the group waits: " + prot.Error()
 		return out, nil
 	case errors.As(err, &inf):
 		out.Reason = "evicting every pod of lower priority would not be enough: " + inf.Reason

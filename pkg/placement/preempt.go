@@ -33,6 +33,11 @@ type Victim struct {
 	// budget allowing N, the N pods the search evicts first do not violate
 	// it, and the rest do.
 	ViolatesPDB bool
+	// Surplus says that the pod is a member of a gang beyond its minCount:
+	// evicting it costs the gang speed, not progress. As for ViolatesPDB,
+	// the caller settles beforehand which members of a gang count as its
+	// surplus (no more than it has beyond its minimum).
+	Surplus bool
 }
 
 // PreemptOptions tune FindVictims.
@@ -88,15 +93,18 @@ type Preemption struct {
 // cheapest in this lexicographic order:
 //
 //  1. the lowest highest victim priority;
-//  2. then the fewest pods disrupted, every pod of a unit counted;
-//  3. then the fewest units, a pod with an empty Unit being one;
-//  4. then the fewest pods whose eviction violates a PodDisruptionBudget;
-//  5. then the youngest victims: the victims' Created times sorted
+//  2. then the fewest pods that are not Surplus: a set that takes only
+//     members beyond their gangs' minimums goes before one that takes a
+//     member keeping its gang whole, a pod alone or a whole unit;
+//  3. then the fewest pods disrupted, every pod of a unit counted;
+//  4. then the fewest units, a pod with an empty Unit being one;
+//  5. then the fewest pods whose eviction violates a PodDisruptionBudget;
+//  6. then the youngest victims: the victims' Created times sorted
 //     ascending are compared element by element and the set with the
 //     larger (younger) value at the first difference wins, so the set
 //     whose oldest victim is youngest is preferred, then by the second
 //     oldest, and so on (the sets have equal sizes by then);
-//  6. then the smaller list of victim keys, sorted and compared
+//  7. then the smaller list of victim keys, sorted and compared
 //     lexicographically. Units never share pods, so this order is total and
 //     the result deterministic.
 //

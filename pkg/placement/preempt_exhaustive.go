@@ -24,9 +24,9 @@ func (s *preemptor) exhaustive() bool {
 // the full order wins. The empty set was tried before.
 func (s *preemptor) searchAll() *choice {
 	type masked struct {
-		mask             uint32
-		prio             int32
-		pods, units, pdb int
+		mask                   uint32
+		prio                   int32
+		kept, pods, units, pdb int
 	}
 	k := len(s.units)
 	all := make([]masked, 0, 1<<k-1)
@@ -35,6 +35,7 @@ func (s *preemptor) searchAll() *choice {
 		for i, u := range s.units {
 			if mask&(1<<i) != 0 {
 				m.prio = max(m.prio, u.cost.maxPrio)
+				m.kept += u.cost.kept
 				m.pods += u.cost.pods
 				m.units++
 				m.pdb += u.cost.pdb
@@ -43,7 +44,7 @@ func (s *preemptor) searchAll() *choice {
 		all = append(all, m)
 	}
 	numeric := func(a, b masked) int {
-		return cmp.Or(cmp.Compare(a.prio, b.prio), cmp.Compare(a.pods, b.pods), cmp.Compare(a.units, b.units), cmp.Compare(a.pdb, b.pdb))
+		return cmp.Or(cmp.Compare(a.prio, b.prio), cmp.Compare(a.kept, b.kept), cmp.Compare(a.pods, b.pods), cmp.Compare(a.units, b.units), cmp.Compare(a.pdb, b.pdb))
 	}
 	slices.SortFunc(all, func(a, b masked) int { return cmp.Or(numeric(a, b), cmp.Compare(a.mask, b.mask)) })
 	for i := 0; i < len(all); {

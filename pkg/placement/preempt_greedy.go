@@ -126,8 +126,11 @@ func (s *preemptor) fraction(sh *shapeInfo, n int32) float64 {
 }
 
 // gain is the benefit of evicting a unit, per pod it disrupts, and for
-// ties the capped benefit itself: one unit instead of several.
+// ties the capped benefit itself: one unit instead of several. A unit of
+// Surplus pods only that helps at all goes before any other, as the cost
+// order puts pods that are not Surplus right after priority.
 type gain struct {
+	spare                  bool
 	capped, uncapped, frac float64
 	total                  int64
 	rank                   int32
@@ -136,6 +139,9 @@ type gain struct {
 }
 
 func better(a, b *gain) bool {
+	if a.spare != b.spare {
+		return a.spare
+	}
 	if a.capped != b.capped {
 		return a.capped > b.capped
 	}
@@ -176,7 +182,7 @@ func (s *preemptor) gainOf(rank int32, inD []bool, caps, d []int64) gain {
 		uncapped += d[i]
 	}
 	pods := float64(len(u.pods))
-	return gain{capped: float64(capped) / pods, total: capped, uncapped: float64(uncapped) / pods, frac: frac / pods, rank: rank}
+	return gain{spare: u.cost.kept == 0 && capped > 0, capped: float64(capped) / pods, total: capped, uncapped: float64(uncapped) / pods, frac: frac / pods, rank: rank}
 }
 
 // greedy picks and reprieves units of pool for one domain; it returns nil

@@ -136,6 +136,7 @@ func genPreemption(src source) preemptScenario {
 				Priority:    []int32{0, 1, 1, 2, 2, preemptorPriority}[src.intn(6)],
 				Created:     int64(src.intn(4)),
 				ViolatesPDB: chance(src, 4),
+				Surplus:     chance(src, 3),
 			}
 			if resources > 1 {
 				v.Requests[mem] = []int64{0, 512, 1024}[src.intn(3)]
@@ -269,10 +270,12 @@ func oracleUnits(victims []placement.Victim, priority int32) [][]placement.Victi
 	return out
 }
 
-// oracleCost is the documented order as a tuple: highest priority, pods,
-// units, PDB violations, creation times ascending (larger is better), keys.
+// oracleCost is the documented order as a tuple: highest priority, pods
+// not surplus, pods, units, PDB violations, creation times ascending
+// (larger is better), keys.
 type oracleCost struct {
 	prio    int32
+	kept    int
 	pods    int
 	units   int
 	pdb     int
@@ -289,6 +292,9 @@ func costOfUnits(units [][]placement.Victim) oracleCost {
 			if v.ViolatesPDB {
 				c.pdb++
 			}
+			if !v.Surplus {
+				c.kept++
+			}
 			c.created = append(c.created, v.Created)
 			c.keys = append(c.keys, v.Key)
 		}
@@ -303,6 +309,8 @@ func cheaper(a, b oracleCost) bool {
 	switch {
 	case a.prio != b.prio:
 		return a.prio < b.prio
+	case a.kept != b.kept:
+		return a.kept < b.kept
 	case a.pods != b.pods:
 		return a.pods < b.pods
 	case a.units != b.units:
@@ -517,7 +525,7 @@ func describePreemption(sc preemptScenario) string {
 	b.WriteString(describe(sc.nodes, sc.root, sc.opts.Options))
 	fmt.Fprintf(&b, "preemptor priority %d, max units %d\n", sc.priority, sc.opts.MaxUnits)
 	for _, v := range sc.victims {
-		fmt.Fprintf(&b, "victim %s on %s req=%v prio=%d unit=%q created=%d pdb=%v\n", v.Key, v.Node, v.Requests, v.Priority, v.Unit, v.Created, v.ViolatesPDB)
+		fmt.Fprintf(&b, "victim %s on %s req=%v prio=%d unit=%q created=%d pdb=%v surplus=%v\n", v.Key, v.Node, v.Requests, v.Priority, v.Unit, v.Created, v.ViolatesPDB, v.Surplus)
 	}
 	return b.String()
 }

@@ -495,3 +495,40 @@ func TestFindVictimsInvalidInput(t *testing.T) {
 		})
 	}
 }
+
+func surplus() victimOpt { return func(v *placement.Victim) { v.Surplus = true } }
+
+func TestFindVictimsSurplusFirst(t *testing.T) {
+	runVictimCases(t, []victimCase{
+		{
+			name:       "a member beyond its gang's minimum goes before a younger pod that is not",
+			nodes:      gpuNodes("n", 2, nil),
+			victims:    []placement.Victim{balloon("n-0", 1, surplus(), created(1)), balloon("n-1", 1, created(10))},
+			root:       gang("ns/job", 1, 1, wholeNodeShape),
+			candidates: 2,
+			want:       []string{"ns/balloon-n-0"},
+			maxPrio:    1,
+		},
+		{
+			name:  "two surplus members go before a whole unit of two of equal priority",
+			nodes: gpuNodes("n", 4, nil),
+			victims: []placement.Victim{
+				balloon("n-0", 1, surplus(), created(1)), balloon("n-1", 1, surplus(), created(1)),
+				balloon("n-2", 1, inUnit("ns/u"), created(10)), balloon("n-3", 1, inUnit("ns/u"), created(10)),
+			},
+			root:       gang("ns/job", 2, 2, wholeNodeShape),
+			candidates: 3,
+			want:       []string{"ns/balloon-n-0", "ns/balloon-n-1"},
+			maxPrio:    1,
+		},
+		{
+			name:       "priority still comes first: a lower-priority pod goes before a surplus member",
+			nodes:      gpuNodes("n", 2, nil),
+			victims:    []placement.Victim{balloon("n-0", 2, surplus()), balloon("n-1", 1)},
+			root:       gang("ns/job", 1, 1, wholeNodeShape),
+			candidates: 2,
+			want:       []string{"ns/balloon-n-1"},
+			maxPrio:    1,
+		},
+	})
+}

@@ -29,6 +29,7 @@ type nodeFree struct {
 // setCost is the cost of a set of units, compared by compareCost.
 type setCost struct {
 	maxPrio int32
+	kept    int // pods that are not Surplus
 	pods    int
 	units   int
 	pdb     int
@@ -38,6 +39,9 @@ type setCost struct {
 
 func compareCost(a, b *setCost) int {
 	if c := cmp.Compare(a.maxPrio, b.maxPrio); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.kept, b.kept); c != 0 {
 		return c
 	}
 	if c := cmp.Compare(a.pods, b.pods); c != 0 {
@@ -183,6 +187,9 @@ func (s *preemptor) buildUnits(prio int32) ([]*vunit, error) {
 			c.maxPrio = max(c.maxPrio, v.Priority)
 			if v.ViolatesPDB {
 				c.pdb++
+			}
+			if !v.Surplus {
+				c.kept++
 			}
 			created = append(created, v.Created)
 			names = append(names, v.Key)
@@ -422,6 +429,9 @@ func (s *preemptor) costOf(units []*vunit) setCost {
 			c.pods++
 			if v.ViolatesPDB {
 				c.pdb++
+			}
+			if !v.Surplus {
+				c.kept++
 			}
 			c.created = append(c.created, v.Created)
 			c.keys = append(c.keys, v.Key)

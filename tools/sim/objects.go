@@ -139,6 +139,12 @@ func (g *Gang) upstreamPodGroup() *schedv1beta1.PodGroup {
 	if g.DisruptionAll {
 		pg.Spec.DisruptionMode = &schedv1beta1.DisruptionMode{All: &schedv1beta1.AllDisruptionMode{}}
 	}
+	if secs, ok := g.minRuntimeSeconds(); ok {
+		if pg.Annotations == nil {
+			pg.Annotations = map[string]string{}
+		}
+		pg.Annotations[v1alpha1.MinRuntimeAnnotation] = strconv.Itoa(int(secs))
+	}
 	if g.Parent != "" {
 		// Upstream requires a workload reference beside a parent.
 		pg.Spec.ParentCompositePodGroupName = ptr.To(g.Parent)
@@ -180,7 +186,22 @@ func (g *Gang) podGroup() *v1alpha1.PodGroup {
 	if secs, ok := g.reserveAfterSeconds(); ok && g.ReserveAfter != "" {
 		pg.Annotations = map[string]string{reserveAfterAnnotation: strconv.FormatInt(secs, 10)}
 	}
+	if secs, ok := g.minRuntimeSeconds(); ok {
+		pg.Spec.MinRuntimeSeconds = ptr.To(secs)
+	}
 	return pg
+}
+
+// minRuntimeSeconds is MinRuntime in seconds; false when unset or invalid.
+func (g *Gang) minRuntimeSeconds() (int32, bool) {
+	if g.MinRuntime == "" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(g.MinRuntime)
+	if err != nil || d < 0 || d > maxTimeout || d%time.Second != 0 {
+		return 0, false
+	}
+	return int32(d / time.Second), true
 }
 
 // setRuntime makes the node agent end the pod after d.

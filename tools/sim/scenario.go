@@ -186,6 +186,11 @@ type Gang struct {
 	// scheduler lays the ranks out in order over the gang's nodes, and
 	// the report shows the ring's boundary crossings.
 	Ranked bool `json:"ranked,omitempty"`
+	// MinRuntime protects the gang's running members from preemption for
+	// this long once it is whole (spec.minRuntimeSeconds, or the
+	// scheduling.phalanx.dev/min-runtime-seconds annotation of an upstream
+	// PodGroup): a whole number of seconds such as 10s.
+	MinRuntime string `json:"minRuntime,omitempty"`
 	// PodPrefix names the pods; default "<name>-".
 	PodPrefix string `json:"podPrefix,omitempty"`
 	// Runtime is how long each pod runs once started (a duration such as

@@ -319,6 +319,14 @@ func (g *Gang) validate(p *field.Path, classes sets.Set[string]) field.ErrorList
 			errs = append(errs, field.Invalid(p.Child("reserveAfter"), g.ReserveAfter, "must be a whole number of seconds such as 5s, or never"))
 		}
 	}
+	if g.MinRuntime != "" {
+		if g.LabelPair {
+			errs = append(errs, field.Forbidden(p.Child("minRuntime"), "a labelPair gang has no PodGroup object to carry it; set labelPair: false"))
+		}
+		if _, ok := g.minRuntimeSeconds(); !ok {
+			errs = append(errs, field.Invalid(p.Child("minRuntime"), g.MinRuntime, fmt.Sprintf("must be a whole number of seconds such as 10s, at most %s", maxTimeout)))
+		}
+	}
 	return errs
 }
 

@@ -35,7 +35,8 @@ type PodGroup struct {
 }
 
 // PodGroupSpec describes how a PodGroup's pods are scheduled. Only
-// schedulingPolicy.gang.minCount may change after creation.
+// schedulingPolicy.gang.minCount and minRuntimeSeconds may change after
+// creation.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.schedulingPolicy.gang) == has(oldSelf.schedulingPolicy.gang)",message="the scheduling policy kind (basic or gang) is immutable",fieldPath=".schedulingPolicy"
 // +kubebuilder:validation:XValidation:rule="has(self.schedulingConstraints) == has(oldSelf.schedulingConstraints) && (!has(self.schedulingConstraints) || self.schedulingConstraints == oldSelf.schedulingConstraints)",message="schedulingConstraints is immutable",fieldPath=".schedulingConstraints"
@@ -80,6 +81,17 @@ type PodGroupSpec struct {
 	// PreemptionPolicy defaults to PreemptLowerPriority.
 	// +optional
 	PreemptionPolicy *PreemptionPolicy `json:"preemptionPolicy,omitempty"`
+	// MinRuntimeSeconds protects the group's running members from
+	// preemption by pods of higher priority for this long after the group
+	// became whole (its minCount-th member bound; a member bound later,
+	// from its own bind). The scheduler profile caps it (PhalanxPreemption's
+	// maxMinRuntimeSeconds, default 3600). Unset takes the PriorityClass's
+	// scheduling.phalanx.dev/min-runtime-seconds annotation, then the
+	// profile's default. It may change at any time.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=604800
+	MinRuntimeSeconds *int32 `json:"minRuntimeSeconds,omitempty"`
 }
 
 // PodGroupStatus is written by Phalanx: conditions by the scheduler, member

@@ -129,6 +129,14 @@ const RankAnnotation = "scheduling.phalanx.dev/rank"
 // or no longer fits in the claim's reach.
 const AllocatedForAnnotation = "scheduling.phalanx.dev/allocated-for"
 
+// MinRuntimeAnnotation declares a minimum runtime in seconds, a decimal
+// integer, where no field does: on any group object (upstream's and
+// scheduler-plugins' PodGroups, CompositePodGroups), on a pod (a plain pod,
+// or a member of a label gang) and on a PriorityClass, whose value is the
+// default of every pod and group of that class. A Phalanx PodGroup's
+// spec.minRuntimeSeconds wins over it.
+const MinRuntimeAnnotation = "scheduling.phalanx.dev/min-runtime-seconds"
+
 // PodGroupSchedulingConstraints holds the placement constraints of a PodGroup.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.topology) || !has(self.preferredTopology) || self.preferredTopology.all(p, self.topology.all(t, t.key != p.key))",message="a preferred topology level cannot be the required key: list only levels narrower than it",fieldPath=".preferredTopology"

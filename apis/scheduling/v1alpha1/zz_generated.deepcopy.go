@@ -658,6 +658,11 @@ func (in *PodGroupSpec) DeepCopyInto(out *PodGroupSpec) {
 		*out = new(PreemptionPolicy)
 		**out = **in
 	}
+	if in.MinRuntimeSeconds != nil {
+		in, out := &in.MinRuntimeSeconds, &out.MinRuntimeSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

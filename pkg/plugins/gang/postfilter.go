@@ -64,6 +64,10 @@ func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev
 	}
 	summary, byPlanner := pl.summarize(statuses)
 	msg := fmt.Sprintf("member %s fits on no node (%s); %d/%d members placed", pod.Name, summary, leaf.Placed, leaf.MinCount)
+	if wait, ok := pluginrt.Protected(state); ok {
+		// PhalanxPreemption knows when the gang may preempt: say so.
+		msg += "; " + wait
+	}
 	if !byPlanner {
 		pl.shared.status.Set(leaf.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 	}

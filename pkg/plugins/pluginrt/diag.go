@@ -3,6 +3,7 @@ package pluginrt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,6 +102,21 @@ type VictimReader interface {
 
 // ErrNoCandidates says no running pod has a priority below the group's.
 var ErrNoCandidates = errors.New("no lower-priority pods to preempt")
+
+// ProtectedVictims says that a group's search found room only by evicting pods
+// still within their minimum runtime: the group waits until Until, when
+// the last of the victims it needs may go.
+type ProtectedVictims struct {
+	Until time.Time
+	// MinRuntime is the minimum runtime of the victim protected longest.
+	MinRuntime time.Duration
+	// Victims counts the protected pods the search would need.
+	Victims int
+}
+
+func (e *ProtectedVictims) Error() string {
+	return fmt.Sprintf("%d of the pods it would preempt are protected by their minimum runtime until %s (minimum runtime %s)", e.Victims, e.Until.UTC().Format(time.RFC3339), e.MinRuntime)
+}
 
 // VictimSearch is the outcome of a victim search.
 type VictimSearch struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // One victim search per group per change of the cluster.
@@ -55,6 +56,9 @@ type searchKey struct {
 type searchAnswer struct {
 	search *searched
 	err    error
+	// expires is when the first protection the search honoured ends,
+	// zero when none: the candidates change then, with no event.
+	expires time.Time
 }
 
 // sharedAnswer is an answer kept for root's members.
@@ -120,7 +124,8 @@ func (p *Preemption) sharedSearch(root groups.Key, key searchKey) *searchAnswer 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.answers[root]
-	if s == nil || s.key != key || p.now().Sub(s.at) >= searchReuse {
+	now := p.now()
+	if s == nil || s.key != key || now.Sub(s.at) >= searchReuse || !s.answer.expires.IsZero() && !now.Before(s.answer.expires) {
 		return nil
 	}
 	return &s.answer
@@ -132,8 +137,9 @@ func (p *Preemption) sharedSearch(root groups.Key, key searchKey) *searchAnswer 
 // follows.
 func (p *Preemption) keepSearch(root groups.Key, key searchKey, tree *groups.Tree, a searchAnswer) {
 	var inf *placement.Infeasible
+	var prot *pluginrt.ProtectedVictims
 	switch {
-	case errors.Is(a.err, errNoCandidates), errors.As(a.err, &inf):
+	case errors.Is(a.err, errNoCandidates), errors.As(a.err, &inf), errors.As(a.err, &prot):
 	case a.err == nil && len(a.search.Result.Victims) == 0:
 		// Only the verdict is read again; the candidates may be many.
 		a.search = &searched{Result: a.search.Result}

@@ -43,5 +43,6 @@ func (p *Preemption) LastEviction(root groups.Key) (pluginrt.Eviction, bool) {
 // with the profile's filters probed through v's framework rather than the
 // cycle's, and never shared with the cycle's answers (answers.go).
 func (p *Preemption) SearchVictims(ctx context.Context, v pluginrt.View, tree *groups.Tree, prio int32, explainDomains int) (*pluginrt.VictimSearch, error) {
-	return p.search(ctx, v.Handle, p.viewProber.For(v.Handle), tree, prio, v.Nodes, v.Nominated, placement.Options{ExplainDomains: explainDomains})
+	s, _, err := p.search(ctx, v.Handle, p.viewProber.For(v.Handle), tree, prio, v.Nodes, v.Nominated, placement.Options{ExplainDomains: explainDomains})
+	return s, err
 }

@@ -109,7 +109,7 @@ func TestCandidatesCountVictimsAgainstTheirBudgets(t *testing.T) {
 			p := &Preemption{groups: fed, pdbs: pdbLister(t, tt.pdbs...)}
 			ni := framework.NewNodeInfo(tt.pods...)
 			ni.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
-			victims, byKey := p.candidates([]fwk.NodeInfo{ni}, 1000, nil)
+			victims, byKey, _ := p.candidates([]fwk.NodeInfo{ni}, 1000, nil)
 			require.Len(t, victims, len(tt.pods))
 			var violating []string
 			for _, v := range victims {

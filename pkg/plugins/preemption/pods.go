@@ -3,6 +3,8 @@ package preemption
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -44,6 +46,19 @@ type victimID struct {
 	priority int32
 	unit     string // highest all-mode group above the pod; "" alone
 	kind     fwk.EntityKeyType
+	// leaf is the group the pod is a member of, "" alone, and minCount
+	// that group's gang minimum (0 when it is no gang): what its minimum
+	// runtime starts from and what makes it surplus (minruntime.go).
+	leaf     string
+	minCount int
+	// declared is the minimum runtime its group, or the pod outside a
+	// group, declares; class names the PriorityClass whose annotation is
+	// the default.
+	declared *time.Duration
+	class    string
+	// shielded: the pod's unit is within its minimum runtime, so the pod
+	// path does not offer it as a victim (set by the unit index only).
+	shielded bool
 }
 
 // unitIndex describes every pod placed in one snapshot, and the priority
@@ -58,13 +73,20 @@ type unitIndex struct {
 	byPod map[types.UID]victimID
 	// members of each all-mode unit, on whatever node they run.
 	members map[string][]*corev1.Pod
+	// shieldedUntil is when the first protection of a pod below the
+	// preemptor's priority ends; zero when none is protected.
+	shieldedUntil time.Time
+	built         atomic.Bool
 }
 
 // Clone shares the index: the dry runs of one PostFilter read one snapshot.
 func (u *unitIndex) Clone() fwk.StateData { return u }
 
 func (u *unitIndex) get() *unitIndex {
-	u.once.Do(func() { u.build(u) })
+	u.once.Do(func() {
+		u.build(u)
+		u.built.Store(true)
+	})
 	return u
 }
 
@@ -105,21 +127,35 @@ func (p *Preemption) preemptPod(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.AsStatus(err)
 	}
 	prio, _ := p.preemptorPriority(pod)
-	state.Write(unitsStateKey, &unitIndex{preemptorPriority: prio, build: func(idx *unitIndex) {
+	idx := &unitIndex{preemptorPriority: prio, build: func(idx *unitIndex) {
 		idx.byPod = map[types.UID]victimID{}
 		idx.members = map[string][]*corev1.Pod{}
-		for _, ni := range infos {
-			for _, pi := range ni.GetPods() {
-				v := pi.GetPod()
-				id := p.victimOf(v)
-				idx.byPod[v.UID] = id
-				if id.unit != "" {
-					idx.members[id.unit] = append(idx.members[id.unit], v)
-				}
+		// Terminating pods too: a unit's members are all of its pods, as
+		// upstream's evaluator sees them.
+		placed := p.placedPods(infos, nil, true)
+		guard := p.guardOf(placed)
+		for i, pp := range placed {
+			v := pp.pi.GetPod()
+			id := pp.id
+			id.shielded = guard.shielded(i)
+			if id.shielded && id.priority < prio {
+				idx.shieldedUntil = earliest(idx.shieldedUntil, guard.unitUntil(i))
+			}
+			idx.byPod[v.UID] = id
+			if id.unit != "" {
+				idx.members[id.unit] = append(idx.members[id.unit], v)
 			}
 		}
-	}})
+	}}
+	state.Write(unitsStateKey, idx)
 	result, st := p.podPreemption.Preempt(ctx, state, pod, m)
+	if !st.IsSuccess() && idx.built.Load() {
+		if until := idx.shieldedUntil; !until.IsZero() {
+			// Pods this one might have preempted were protected: it is
+			// tried again when the first protection ends.
+			p.wakeAt(string(pod.UID), until, func() []*corev1.Pod { return []*corev1.Pod{pod} })
+		}
+	}
 	switch {
 	case st.IsSuccess():
 		// Counted by upstream's scheduler_preemption_victims; the
@@ -147,13 +183,38 @@ func (p *Preemption) preemptPod(ctx context.Context, state fwk.CycleState, pod *
 // would be evicted only with that pod, that is, never by a preemptor of
 // that priority; and a group's author could lower what a pod of higher
 // priority costs to evict.
+//
+// A pod that counts alone declares its own minimum runtime (an
+// annotation); a member takes its group's, the nearest group of its chain
+// that declares one, else its own.
 func (p *Preemption) victimOf(pod *corev1.Pod) victimID {
-	id := victimID{priority: groups.PodPriority(pod), kind: fwk.PodKeyType}
+	id := victimID{priority: groups.PodPriority(pod), kind: fwk.PodKeyType, class: pod.Spec.PriorityClassName}
+	id.declared, _ = groups.MinRuntimeOf(pod.Annotations)
 	ch, grouped, err := p.groups.ChainOf(pod)
 	if !grouped || err != nil {
 		return id
 	}
-	if rp, _, ok := p.rootPriority(ch); !ok || rp != id.priority {
+	rp, _, ok := p.rootPriority(ch)
+	if ok && rp != id.priority || !ok && !ch.Root().PriorityFromMembers {
+		return id
+	}
+	// A member, on the terms above.
+	id.leaf = ch.Leaf().Key.String()
+	if ch.Leaf().Gang {
+		id.minCount = ch.Leaf().MinCount
+	}
+	for _, g := range ch {
+		if g.MinRuntime != nil {
+			id.declared = g.MinRuntime
+			break
+		}
+	}
+	if c := ch.Root().PriorityClassName; c != "" {
+		id.class = c
+	}
+	if !ok {
+		// A label gang or scheduler-plugins PodGroup: never an all-mode
+		// unit.
 		return id
 	}
 	for _, g := range ch {
@@ -234,6 +295,11 @@ func (e *podEvaluator) SelectVictimsOnNode(ctx context.Context, state fwk.CycleS
 		id, ok := idx.byPod[pi.GetPod().UID]
 		if !ok {
 			id = e.p.victimOf(pi.GetPod())
+		}
+		if id.shielded {
+			// Within its minimum runtime: it stays, as a pod of higher
+			// priority would.
+			continue
 		}
 		g := byUnit[id.unit]
 		if g == nil || id.unit == "" {

@@ -61,8 +61,11 @@ type Preemption struct {
 	// both paths (evict.go).
 	executor *upstream.Executor
 
-	// clock tells the time of the waits for victims; nil is the real one.
+	// clock tells the time of the waits for victims and of minimum
+	// runtimes; nil is the real one.
 	clock clock.PassiveClock
+	// runtime is the profile's default and cap of minimum runtimes.
+	runtime runtimePolicy
 
 	// groupEpoch moves with every group object change (groupChanged).
 	groupEpoch atomic.Uint64
@@ -72,6 +75,9 @@ type Preemption struct {
 	// answers are the searches kept for the members of each hierarchy
 	// root (answers.go).
 	answers map[groups.Key]*sharedAnswer
+	// wakes try a preemptor again when the protection it waits for ends
+	// (protect.go).
+	wakes map[string]*time.Timer
 }
 
 var _ fwk.PostFilterPlugin = &Preemption{}
@@ -79,11 +85,15 @@ var _ fwk.PostFilterPlugin = &Preemption{}
 // Factory returns the plugin's factory for the scheduler that rt serves.
 func Factory(rt *pluginrt.Runtime) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		return newPreemption(ctx, h, rt)
+		args, err := decodeArgs(obj)
+		if err != nil {
+			return nil, err
+		}
+		return newPreemption(ctx, h, rt, args)
 	}
 }
 
-func newPreemption(ctx context.Context, h fwk.Handle, rt *pluginrt.Runtime) (fwk.Plugin, error) {
+func newPreemption(ctx context.Context, h fwk.Handle, rt *pluginrt.Runtime, args pluginArgs) (fwk.Plugin, error) {
 	inst, err := rt.Instance(ctx, h)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
@@ -98,6 +108,7 @@ func newPreemption(ctx context.Context, h fwk.Handle, rt *pluginrt.Runtime) (fwk
 		pending: map[groups.Key]*pendingEviction{},
 		prober:  planinput.NewProber(h),
 		clock:   clock.RealClock{},
+		runtime: args.runtimePolicy(),
 	}
 	if p.podPreemption, p.executor, err = newPodEvaluator(ctx, h, p); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
@@ -116,6 +127,7 @@ func (p *Preemption) forgetGroup(k groups.Key) {
 	delete(p.pending, k)
 	delete(p.answers, k)
 	p.mu.Unlock()
+	p.stopWake(k.String())
 	p.prober.Forget(k.String() + "#")
 }
 
@@ -186,6 +198,7 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	search, tree, err := p.searchFor(ctx, root.Key, prio, infos)
 	var inf *placement.Infeasible
 	var noTree *treeError
+	var prot *pluginrt.ProtectedVictims
 	// When eviction cannot help, the member gives up any nomination an
 	// earlier preemption left in its status, as upstream's preemption does
 	// for a pod: the queue refiles it from the status at every failed
@@ -196,6 +209,15 @@ func (p *Preemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.Unschedulable, noTree.err.Error())
 	case errors.Is(err, errNoCandidates):
 		return noNomination(), fwk.NewStatus(fwk.Unschedulable, err.Error())
+	case errors.As(err, &prot):
+		// The group waits for the protection to end, and is tried again
+		// then: no cluster event marks that moment.
+		msg := "preemption waits: " + prot.Error()
+		pluginrt.MarkProtected(state, msg)
+		p.status.Set(ch.Leaf().Key, groupstatus.Condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
+		key := root.Key
+		p.wakeAt(key.String(), prot.Until, func() []*corev1.Pod { return p.groups.HierarchyMembersOf(key, groups.Is(groups.Pending)) })
+		return noNomination(), fwk.NewStatus(fwk.Unschedulable, msg)
 	case errors.As(err, &inf):
 		return noNomination(), fwk.NewStatus(fwk.Unschedulable, "preemption cannot make the whole group fit: "+inf.Reason)
 	case err != nil:

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -50,12 +51,12 @@ func (p *Preemption) searchFor(ctx context.Context, root groups.Key, prio int32,
 	}
 	start := time.Now()
 	searches.Inc()
-	search, err := p.search(ctx, p.handle, p.prober, tree, prio, infos, p.handle.NominatedPodsForNode, placement.Options{})
+	search, expires, err := p.search(ctx, p.handle, p.prober, tree, prio, infos, p.handle.NominatedPodsForNode, placement.Options{})
 	if err == nil {
 		klog.FromContext(ctx).V(4).Info("Searched victims", "group", root, "candidates", len(search.Candidates), "duration", time.Since(start))
 	}
 	if keyed {
-		p.keepSearch(root, key, tree, searchAnswer{search: search, err: err})
+		p.keepSearch(root, key, tree, searchAnswer{search: search, err: err, expires: expires})
 	}
 	return search, tree, err
 }
@@ -77,33 +78,89 @@ type searched = pluginrt.VictimSearch
 // planner's default. The error is errNoCandidates, an
 // *placement.Infeasible when no set of victims makes the group fit, or a
 // failure.
-func (p *Preemption) search(ctx context.Context, h fwk.Handle, pr *probe.Prober, tree *groups.Tree, prio int32, infos []fwk.NodeInfo, nominated func(string) []fwk.PodInfo, opts placement.Options) (*searched, error) {
+//
+// Pods within their minimum runtime are no candidates. When the group
+// could fit only by evicting some of them, the error is a *pluginrt.ProtectedVictims that
+// says until when it waits. The time returned is when the first
+// protection of a pod below prio ends (zero when none is protected): the
+// answer holds until then at most.
+func (p *Preemption) search(ctx context.Context, h fwk.Handle, pr *probe.Prober, tree *groups.Tree, prio int32, infos []fwk.NodeInfo, nominated func(string) []fwk.PodInfo, opts placement.Options) (*searched, time.Time, error) {
 	_, members := planinput.PlanInput(tree)
 	cons := p.constraints(ctx, h, pr, infos, members, prio)
 	input, _, err := planinput.BuildInput(tree, cons)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	nodes := planinput.NodesFromSnapshot(infos, nominated, members)
-	victims, byKey := p.candidates(infos, prio, members)
-	if len(victims) == 0 {
-		return nil, errNoCandidates
+	victims, byKey, shielded := p.candidates(infos, prio, members)
+	var firstEnd time.Time
+	for _, sv := range shielded {
+		firstEnd = earliest(firstEnd, sv.until)
 	}
-	for i := range victims {
-		for name, n := range cons.FreedDevices(byKey[victims[i].Key]) {
-			victims[i].Requests[name] += n
+	if len(victims) == 0 && len(shielded) == 0 {
+		return nil, firstEnd, errNoCandidates
+	}
+	freed := func(v *placement.Victim) {
+		for name, n := range cons.FreedDevices(byKey[v.Key]) {
+			v.Requests[name] += n
 		}
 	}
-	result, err := mostMembers(nodes, victims, input, prio, placement.Options{ExplainDomains: opts.ExplainDomains, Extra: cons.Extra(),
-		Domains: cons.DeviceDomains(ctx, tree, input)})
+	for i := range victims {
+		freed(&victims[i])
+	}
+	popts := placement.Options{ExplainDomains: opts.ExplainDomains, Extra: cons.Extra(), Domains: cons.DeviceDomains(ctx, tree, input)}
+	var result *placement.Preemption
+	err = errNoCandidates
+	if len(victims) > 0 {
+		result, err = mostMembers(nodes, victims, input, prio, popts)
+	}
+	var inf *placement.Infeasible
+	if len(shielded) > 0 && (errors.Is(err, errNoCandidates) || errors.As(err, &inf)) {
+		// Whether the group waits for protection to end, and until when:
+		// the same search with the protected pods as candidates.
+		all := slices.Clone(victims)
+		for _, sv := range shielded {
+			v := sv.Victim
+			v.Requests = maps.Clone(v.Requests)
+			freed(&v)
+			all = append(all, v)
+		}
+		hyp, herr := mostMembers(nodes, all, input, prio, popts)
+		switch {
+		case herr == nil && len(hyp.Victims) > 0:
+			return nil, firstEnd, protectedBy(hyp.Victims, shielded)
+		case errors.Is(err, errNoCandidates):
+			result, err = hyp, herr
+		}
+	}
 	if err != nil {
-		return nil, err
+		return nil, firstEnd, err
 	}
 	cands := make(map[string]placement.Victim, len(victims))
 	for _, v := range victims {
 		cands[v.Key] = v
 	}
-	return &searched{Result: result, Pods: byKey, Candidates: cands}, nil
+	return &searched{Result: result, Pods: byKey, Candidates: cands}, firstEnd, nil
+}
+
+// protectedBy is the wait of a group whose search needs chosen, some of
+// them shielded: until the last of those may go.
+func protectedBy(chosen []string, shielded []shieldedVictim) *pluginrt.ProtectedVictims {
+	in := make(map[string]bool, len(chosen))
+	for _, k := range chosen {
+		in[k] = true
+	}
+	prot := &pluginrt.ProtectedVictims{}
+	for _, sv := range shielded {
+		if !in[sv.Key] {
+			continue
+		}
+		prot.Victims++
+		if sv.until.After(prot.Until) {
+			prot.Until, prot.MinRuntime = sv.until, sv.runtime
+		}
+	}
+	return prot
 }
 
 // mostMembers searches victims for as many pending members as eviction can
@@ -226,38 +283,59 @@ func (p *Preemption) constraints(ctx context.Context, h fwk.Handle, pr *probe.Pr
 
 // candidates lists every pod on a node with priority below prio, with its
 // eviction unit: the pod alone, its PodGroup with disruptionMode all, or the
-// highest CompositePodGroup with disruptionMode all above it.
-func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[types.UID]bool) ([]placement.Victim, map[string]*corev1.Pod) {
+// highest CompositePodGroup with disruptionMode all above it. The members
+// of each gang beyond its minimum are marked Surplus. Pods within their
+// minimum runtime are not candidates: they are returned apart, as
+// shielded, with when their protection ends.
+func (p *Preemption) candidates(infos []fwk.NodeInfo, prio int32, members map[types.UID]bool) ([]placement.Victim, map[string]*corev1.Pod, []shieldedVictim) {
+	placed := p.placedPods(infos, members, false)
+	guard := p.guardOf(placed)
 	var out []placement.Victim
 	var podInfos []fwk.PodInfo
+	var shielded []shieldedVictim
 	byKey := map[string]*corev1.Pod{}
-	for _, ni := range infos {
-		for _, pi := range ni.GetPods() {
-			pod := pi.GetPod()
-			if members[pod.UID] || pod.DeletionTimestamp != nil {
-				continue
-			}
-			id := p.victimOf(pod)
-			v := placement.Victim{
-				Key:      planinput.PodKey(pod),
-				Node:     ni.Node().Name,
-				Requests: placement.PodRequests(pod),
-				Priority: id.priority,
-				Unit:     id.unit,
-				Created:  pod.CreationTimestamp.UnixNano(),
-			}
-			if v.Priority >= prio {
-				// The members of a unit share its priority (victimOf), so
-				// this drops a unit whole or not at all.
-				continue
-			}
-			out = append(out, v)
-			podInfos = append(podInfos, pi)
-			byKey[v.Key] = pod
+	eligible := make([]bool, len(placed))
+	at := make([]int, len(placed))
+	for i, pp := range placed {
+		pod := pp.pi.GetPod()
+		id := pp.id
+		v := placement.Victim{
+			Key:      planinput.PodKey(pod),
+			Node:     pp.node,
+			Requests: placement.PodRequests(pod),
+			Priority: id.priority,
+			Unit:     id.unit,
+			Created:  pod.CreationTimestamp.UnixNano(),
+		}
+		if v.Priority >= prio {
+			// The members of a unit share its priority (victimOf), so
+			// this drops a unit whole or not at all.
+			continue
+		}
+		byKey[v.Key] = pod
+		if guard.shielded(i) {
+			shielded = append(shielded, shieldedVictim{Victim: v, until: guard.unitUntil(i), runtime: guard.runtimeOf(i)})
+			continue
+		}
+		eligible[i], at[i] = true, len(out)
+		out = append(out, v)
+		podInfos = append(podInfos, pp.pi)
+	}
+	for i, spare := range surplusMembers(guard.recs, eligible) {
+		if spare {
+			out[at[i]].Surplus = true
 		}
 	}
 	p.markPDBViolations(out, podInfos)
-	return out, byKey
+	return out, byKey, shielded
+}
+
+// shieldedVictim is a pod below the preemptor's priority that its minimum
+// runtime protects until until.
+type shieldedVictim struct {
+	placement.Victim
+	until   time.Time
+	runtime time.Duration
 }
 
 // pdbVictim is one candidate for upstream's PDB accounting, with its index

@@ -86,7 +86,7 @@ func evictedOn(t *testing.T, podGroups []*v1alpha1.PodGroup, pdbs []*policy.PodD
 	})
 	infos := []fwk.NodeInfo{ni}
 	const preemptor = 1000
-	victims, byKey := p.candidates(infos, preemptor, nil)
+	victims, byKey, _ := p.candidates(infos, preemptor, nil)
 	nodes := planinput.NodesFromSnapshot(infos, func(string) []fwk.PodInfo { return nil }, nil)
 	gang := &placement.Group{
 		Name: "ns/trainer", Policy: placement.Gang, MinCount: 1,
