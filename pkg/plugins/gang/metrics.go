@@ -46,7 +46,7 @@ var (
 	})
 	claimBacklogWait = metrics.NewHistogram(&metrics.HistogramOpts{
 		Name: "phalanx_claim_backlog_wait_seconds",
-		Help: "Time the scheduling cycle of a pod with ResourceClaims waited because bindConcurrency pods with claims " +
+		Help: "Time the scheduling cycle of a pod with ResourceClaims waited because 16 pods with claims (bindConcurrency if lower) " +
 			"were let through Permit and not yet bound. Observed only when it waited.",
 		Buckets:        metrics.ExponentialBuckets(0.001, 2, 14),
 		StabilityLevel: metrics.ALPHA,
