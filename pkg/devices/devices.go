@@ -93,6 +93,10 @@ type View struct {
 
 type poolID struct{ driver, pool string }
 
+// maxScan is how many allocated devices of a pool Room scans per name
+// before it looks names up in the allocated set instead.
+const maxScan = 32
+
 // View prepares src for one plan.
 func (m *Model) View(ctx context.Context, src Source) *View {
 	v := &View{m: m, ctx: ctx, src: src, local: map[string][]*resourceapi.ResourceSlice{}, allocatedIn: map[poolID][]string{}}
@@ -165,8 +169,19 @@ func (v *View) Room(node, class string) (total, used int64) {
 	for _, s := range v.local[node] {
 		names := v.m.matching(v.ctx, s, v.src.Classes, class)
 		total += int64(len(names))
+		// A node's pool has a handful of allocated devices, listed once per
+		// view: scanning them beats making a device ID per name, whose
+		// three interned strings made Room a sixth of a plan's CPU at
+		// 1,000 nodes. A large pool is looked up in the allocated set.
+		allocated := v.allocatedIn[poolID{s.Spec.Driver, s.Spec.Pool.Name}]
 		for _, name := range names {
-			if v.src.Allocated.AllocatedDevices.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, name)) {
+			switch {
+			case len(allocated) == 0:
+			case len(allocated) <= maxScan:
+				if slices.Contains(allocated, name) {
+					used++
+				}
+			case v.src.Allocated.AllocatedDevices.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, name)):
 				used++
 			}
 		}

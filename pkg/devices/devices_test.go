@@ -109,6 +109,21 @@ func TestRoomCountsNodeLocalDevicesOfAClass(t *testing.T) {
 	assert.True(t, v.Simple("n1"))
 }
 
+// Room scans a pool's few allocated devices and looks a large pool's up
+// in the allocated set: both ways count the same.
+func TestRoomCountsAllocatedDevicesOfSmallAndLargePools(t *testing.T) {
+	for _, allocated := range []int{1, 8, 33, 40} {
+		var ids []structured.DeviceID
+		for i := range allocated {
+			ids = append(ids, structured.MakeDeviceID("gpu.example.com", "n1", fmt.Sprintf("gpu-%d", i)))
+		}
+		// Devices of another node's pool with the same names are not n1's.
+		ids = append(ids, structured.MakeDeviceID("gpu.example.com", "n2", "gpu-41"))
+		total, used := view([]*resourceapi.ResourceSlice{nodeSlice("n1", 48), nodeSlice("n2", 48)}, ids...).Room("n1", "gpu")
+		assert.Equal(t, [2]int64{48, int64(allocated)}, [2]int64{total, used}, "%d allocated", allocated)
+	}
+}
+
 func TestFitsAllocatesMemberAfterMember(t *testing.T) {
 	two := claim("two", resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", Count: 2})
 	sameLink := claim("pair", resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", Count: 2},

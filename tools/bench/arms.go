@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -120,15 +121,33 @@ func (h *Harness) startChildArm(ctx context.Context, cl *sandbox.Cluster, binary
 		return nil, err
 	}
 	a := &childArm{child: child, profile: profile, stopProfiles: func() {}}
-	if h.opts.CPUProfileDir != "" {
+	var stops []func()
+	background := func(run func(stop <-chan struct{})) {
 		stop, done := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
-			child.profile(ctx, stop, filepath.Join(h.opts.CPUProfileDir, filepath.Base(dir)+"-scheduler"))
+			run(stop)
 		}()
-		a.stopProfiles = func() {
+		stops = append(stops, func() {
 			close(stop)
 			<-done
+		})
+	}
+	if h.opts.CPUProfileDir != "" {
+		background(func(stop <-chan struct{}) {
+			child.profile(ctx, stop, filepath.Join(h.opts.CPUProfileDir, filepath.Base(dir)+"-scheduler"))
+		})
+	}
+	if h.opts.HeapProfileDir != "" {
+		if err := os.MkdirAll(h.opts.HeapProfileDir, 0o755); err != nil {
+			return nil, err
+		}
+		a.heapPrefix = filepath.Join(h.opts.HeapProfileDir, filepath.Base(dir)+"-scheduler-heap")
+		background(func(stop <-chan struct{}) { child.heapAtPeak(ctx, stop, a.heapPrefix+"-peak.pprof") })
+	}
+	a.stopProfiles = func() {
+		for _, s := range stops {
+			s()
 		}
 	}
 	return a, nil
@@ -219,6 +238,8 @@ type childArm struct {
 	child        *childScheduler
 	profile      string
 	stopProfiles func()
+	// heapPrefix names the heap profiles written with HeapProfileDir.
+	heapPrefix string
 	// before is the child's metrics at a live window's start; nil for
 	// precreated runs (the child started with the window).
 	before report.Samples
@@ -265,6 +286,9 @@ func (a *childArm) measure(ctx context.Context, res *report.Result, bound int) {
 		return report.MetricsBetween(a.before, samples, a.profile, "scheduler /metrics"), nil
 	})
 	res.ReadySeconds = time.Duration(a.child.ready.Load()).Seconds()
+	if a.heapPrefix != "" {
+		_ = a.child.heapProfile(ctx, a.heapPrefix+"-end.pprof")
+	}
 }
 
 func (a *childArm) stop(res *report.Result) {

@@ -147,6 +147,13 @@ type Options struct {
 	// see where an arm's time goes. Profiling costs some CPU: do not mix
 	// profiled runs into measured tables.
 	CPUProfileDir string
+	// HeapProfileDir, when set, receives heap profiles of a child-process
+	// scheduler: <case>-<arm>-<run>-scheduler-heap-peak.pprof, fetched
+	// whenever its resident set grew past the largest seen in the window
+	// (so the last one written is the nearest to its peak RSS), and
+	// ...-heap-end.pprof after the last pod bound. Cheap enough to leave
+	// on in measured runs: a profile is fetched only when RSS grows.
+	HeapProfileDir string
 	// StarvationWindow, StarvationSeed and StarvationRate, when set,
 	// replace the starvation cases' window (DefaultStarvationWindow), seed
 	// of the arrival schedule and small jobs per second.

@@ -330,6 +330,11 @@ func Cases(quick bool) []Case {
 		// that what DRA costs is read against its twin.
 		full("GangScheduling/5000Nodes_500Gangs_4000Pods_4GPUsPerPod_DRA", 10, gpuCase(500, true)),
 		full("GangScheduling/5000Nodes_500Gangs_4000Pods_4GPUsPerPod_ExtendedResource", 10, gpuCase(500, false)),
+		// The same at a fifth of the size (5 zones × 2 racks × 100): the
+		// devices' memory is linear in the nodes, so this pair measures a
+		// change to it in a fraction of the time.
+		full("GangScheduling/1000Nodes_100Gangs_800Pods_4GPUsPerPod_DRA", 2, gpuCase(100, true)),
+		full("GangScheduling/1000Nodes_100Gangs_800Pods_4GPUsPerPod_ExtendedResource", 2, gpuCase(100, false)),
 		// 1,000 nodes in 100 racks of 10, one pod per node.
 		withShape(full("TopologyAwareScheduling/1000Nodes_200Gangs_750Pods_MixedSizes", 20, tasSequence(25)), 5, 20, 10),
 		// 1,000 nodes (10 racks of 100) filled by 250 gangs of 4, one pod

@@ -268,6 +268,65 @@ func (c *childScheduler) profile(ctx context.Context, stop <-chan struct{}, pref
 	}
 }
 
+// heapGrowth is how far the child's RSS must grow past the largest seen
+// before heapAtPeak fetches another heap profile: small enough to land
+// near the peak, large enough not to fetch one a second while it climbs.
+const heapGrowth = 16 << 20
+
+// heapAtPeak polls the child's resident set and, whenever it exceeds the
+// largest seen by heapGrowth, replaces path with a fresh heap profile, so
+// that path ends up holding the in-use heap nearest to the peak RSS.
+func (c *childScheduler) heapAtPeak(ctx context.Context, stop <-chan struct{}, path string) {
+	pid := strconv.Itoa(c.cmd.Process.Pid)
+	var high uint64
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.exited:
+			return
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		data, err := os.ReadFile("/proc/" + pid + "/status")
+		if err != nil {
+			return
+		}
+		rss := report.ProcField(string(data), "VmRSS") * 1024
+		if rss < high+heapGrowth {
+			continue
+		}
+		if c.heapProfile(ctx, path) == nil {
+			high = rss
+		}
+	}
+}
+
+// heapProfile writes the child's /debug/pprof/heap to path. The profile's
+// in-use figures are those of the last garbage collection.
+func (c *childScheduler) heapProfile(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", c.port), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := loopbackClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
 // peakRSS is the child's VmHWM; read it before stop.
 func (c *childScheduler) peakRSS() uint64 {
 	return peakRSS(strconv.Itoa(c.cmd.Process.Pid))

@@ -39,16 +39,22 @@ type Drain struct {
 	// bound and failed count the binds finished since Stop.
 	bound, failed int
 	stoppedAt     time.Time
+	// claimBinds counts the admitted pods that use ResourceClaims;
+	// claimDone is closed, and replaced, whenever one of them finishes
+	// (claimbacklog.go).
+	claimBinds int
+	claimDone  chan struct{}
 }
 
 type admittedBind struct {
-	pod   string // namespace/name
-	group string // the hierarchy's root, "" for a pod of no group
+	pod    string // namespace/name
+	group  string // the hierarchy's root, "" for a pod of no group
+	claims bool   // the pod uses ResourceClaims
 }
 
 // NewDrain returns a Drain for one scheduler instance.
 func NewDrain() *Drain {
-	return &Drain{admitted: map[types.UID]admittedBind{}, idle: make(chan struct{})}
+	return &Drain{admitted: map[types.UID]admittedBind{}, idle: make(chan struct{}), claimDone: make(chan struct{})}
 }
 
 // admit records pods as let through Permit together, unless the scheduler
@@ -62,7 +68,14 @@ func (d *Drain) admit(group string, pods []*corev1.Pod) bool {
 		return false
 	}
 	for _, p := range pods {
-		d.admitted[p.UID] = admittedBind{pod: p.Namespace + "/" + p.Name, group: group}
+		if old, ok := d.admitted[p.UID]; ok && old.claims {
+			d.claimBinds--
+		}
+		b := admittedBind{pod: p.Namespace + "/" + p.Name, group: group, claims: len(p.Spec.ResourceClaims) > 0}
+		if b.claims {
+			d.claimBinds++
+		}
+		d.admitted[p.UID] = b
 	}
 	return true
 }
@@ -74,10 +87,16 @@ func (d *Drain) admit(group string, pods []*corev1.Pod) bool {
 func (d *Drain) finish(uid types.UID, bound bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.admitted[uid]; !ok {
+	b, ok := d.admitted[uid]
+	if !ok {
 		return false
 	}
 	delete(d.admitted, uid)
+	if b.claims {
+		d.claimBinds--
+		close(d.claimDone)
+		d.claimDone = make(chan struct{})
+	}
 	if !d.stopping {
 		return true
 	}

@@ -257,6 +257,7 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		// a member; there is nothing to validate or hold.
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	pl.holdForClaimBacklog(ctx, pod)
 	// Every cycle, before any Filter reads nominations: room promised to
 	// members the queue dropped the nomination of is nominated again.
 	pl.shared.promises.Keep(klog.FromContext(ctx), pl.handle, pl.groups)

@@ -44,6 +44,13 @@ var (
 		Help:           "Binding requests holding a slot: sent, or about to be, and not yet answered.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	claimBacklogWait = metrics.NewHistogram(&metrics.HistogramOpts{
+		Name: "phalanx_claim_backlog_wait_seconds",
+		Help: "Time the scheduling cycle of a pod with ResourceClaims waited because 16 pods with claims (bindConcurrency if lower) " +
+			"were let through Permit and not yet bound. Observed only when it waited.",
+		Buckets:        metrics.ExponentialBuckets(0.001, 2, 14),
+		StabilityLevel: metrics.ALPHA,
+	})
 	gangRecoveries = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name: "phalanx_gang_recoveries_total",
 		Help: "Gangs bound below their minimum (a binding failed after Permit, or a scheduler stopped during the binds), " +
@@ -56,7 +63,7 @@ var (
 
 func init() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(groupSchedulingDuration, gangAttempts, groupsWaiting, bindSlotWait, bindsInFlight, gangRecoveries)
+		legacyregistry.MustRegister(groupSchedulingDuration, gangAttempts, groupsWaiting, bindSlotWait, bindsInFlight, claimBacklogWait, gangRecoveries)
 	})
 }
 

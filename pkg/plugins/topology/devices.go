@@ -2,9 +2,11 @@ package topology
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/features"
 )
@@ -25,6 +27,7 @@ func (t *Topology) watchDevices(h fwk.Handle) {
 		DeleteFunc: func(any) { t.deviceEpoch.Add(1) },
 	}
 	f := h.SharedInformerFactory()
+	stripManagedFields(f.Resource().V1().ResourceSlices().Informer(), f.Resource().V1().ResourceClaims().Informer())
 	for _, inf := range []cache.SharedIndexInformer{
 		f.Resource().V1().ResourceClaims().Informer(),
 		f.Resource().V1().ResourceSlices().Informer(),
@@ -41,4 +44,26 @@ func (t *Topology) watchDevices(h fwk.Handle) {
 			}
 		},
 	})
+}
+
+// stripManagedFields drops metadata.managedFields from the objects the
+// informers keep, as upstream's scheduler does for pods: nothing in the
+// scheduler reads them, and a claim's list grows with every writer (the
+// resourceclaim controller, the scheduler's allocation and reservation).
+// The DynamicResources plugin updates claims from these copies; an update
+// without managedFields keeps the stored ones. A transform can only be set
+// before an informer starts: when one already runs (another profile's
+// plugin set it, or an embedding program started the factory), the
+// objects simply stay whole.
+func stripManagedFields(informers ...cache.SharedIndexInformer) {
+	for _, inf := range informers {
+		if err := inf.SetTransform(func(obj any) (any, error) {
+			if m, ok := obj.(metav1.Object); ok && m.GetManagedFields() != nil {
+				m.SetManagedFields(nil)
+			}
+			return obj, nil
+		}); err != nil {
+			klog.V(2).InfoS("ResourceSlices and ResourceClaims keep their managedFields", "err", err)
+		}
+	}
 }

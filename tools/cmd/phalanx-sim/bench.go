@@ -36,6 +36,7 @@ func benchCommand(args []string) error {
 	spController := fs.String("scheduler-plugins-controller", "", "prebuilt PodGroup controller of the scheduler-plugins arm (default: built and cached as the scheduler)")
 	workDir := fs.String("work-dir", ".phalanx/bench", "where child schedulers' configs and logs go")
 	cpuProfiles := fs.String("cpuprofile-dir", "", "write a CPU profile of this process (API server, etcd, in-process scheduler) per measured window here")
+	heapProfiles := fs.String("heapprofile-dir", "", "write heap profiles of child-process schedulers here: one nearest their peak RSS and one after the last pod bound")
 	starveWindow := fs.Duration("starvation-window", bench.DefaultStarvationWindow, "how long the Starvation/ cases' stream of small jobs runs before each arm is measured")
 	starveSeed := fs.Int64("starvation-seed", 1, "seed of the Starvation/ cases' arrival schedule (the same schedule on every arm)")
 	starveRate := fs.Float64("starvation-rate", 0.85, "small jobs per second of the Starvation/ cases (0.85 offers about 106% of their 8 nodes)")
@@ -100,6 +101,7 @@ func benchCommand(args []string) error {
 		SchedulerPluginsController: *spController,
 		WorkDir:                    *workDir,
 		CPUProfileDir:              *cpuProfiles,
+		HeapProfileDir:             *heapProfiles,
 		StarvationWindow:           *starveWindow,
 		StarvationSeed:             *starveSeed,
 		StarvationRate:             *starveRate,
