@@ -135,18 +135,6 @@ func (f *Fed) Resolve(pod *corev1.Pod) *View {
 	return v
 }
 
-// ViewQuorum is Quorum for the pod of v, counted now: a pod in no group
-// has quorum, one whose attachment is malformed has the attachment's error.
-func (c *Cache) ViewQuorum(v *View, count Counter) (ok bool, short Shortfall, err error) {
-	switch {
-	case !v.Grouped:
-		return true, short, nil
-	case v.attachErr:
-		return false, short, v.Err
-	}
-	return c.QuorumOf(v.Leaf(), count)
-}
-
 // PodPriority is the pod's own priority, 0 when unset.
 func PodPriority(p *corev1.Pod) int32 {
 	if p.Spec.Priority != nil {

@@ -160,8 +160,8 @@ func TestPermitLetsNothingThroughWhileStopping(t *testing.T) {
 		require.NoError(t, h.informers.Core().V1().Nodes().Informer().GetIndexer().Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}))
 		pl := drainGang(t, h, context.Background())
 		a, b := labelMember("g", 0), labelMember("g", 1)
-		pl.groups.OnPod(a)
-		pl.groups.OnPod(b)
+		fedOf(pl).OnPod(a)
+		fedOf(pl).OnPod(b)
 		ctx := context.Background()
 		require.Nil(t, pl.Reserve(ctx, nil, a, "n"))
 		st, _ := pl.Permit(ctx, nil, a, "n")
@@ -251,8 +251,8 @@ func TestMemberLeftOutOfThePlanReleasesNobody(t *testing.T) {
 		h := &drainHandle{waiting: map[types.UID]*recordingWaitingPod{}, informers: informers.NewSharedInformerFactory(fake.NewClientset(), 0)}
 		pl := drainGang(t, h, context.Background())
 		a, b := labelMember("g", 0), labelMember("g", 1)
-		pl.groups.OnPod(a)
-		pl.groups.OnPod(b)
+		fedOf(pl).OnPod(a)
+		fedOf(pl).OnPod(b)
 		ctx := context.Background()
 		require.Nil(t, pl.Reserve(ctx, nil, a, "n"))
 		waiting := &recordingWaitingPod{pod: a}
