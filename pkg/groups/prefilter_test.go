@@ -12,10 +12,10 @@ import (
 // whose memo does not cover the revision it read; a member added moves the
 // revision, and the next read lists again.
 func TestPreFilterFactsListOnlyWhatNoMemoCovers(t *testing.T) {
-	f := NewFed()
+	f := NewCache()
 	f.SetPodGroup(podGroup("pg", 3, ""))
-	pods := addMembers(f.Cache, inPodGroup("pg"), "m", Pending, Assumed, Bound, Finished)
-	v := f.Resolve(pods[0])
+	pods := addMembers(f, inPodGroup("pg"), "m", Pending, Assumed, Bound, Finished)
+	v := f.ResolveView(pods[0], nil)
 	require.True(t, v.Resolved())
 
 	all := f.PreFilterFacts(v, PreFilterAsk{Sized: &Memo{}, Room: &Memo{}, Mend: true})
@@ -48,7 +48,7 @@ func TestPreFilterFactsListOnlyWhatNoMemoCovers(t *testing.T) {
 	assert.Nil(t, unasked.LeafMembers)
 	assert.Nil(t, unasked.Placed)
 
-	addMembers(f.Cache, inPodGroup("pg"), "n", Pending)
+	addMembers(f, inPodGroup("pg"), "n", Pending)
 	moved := f.PreFilterFacts(v, PreFilterAsk{Validated: at, Sized: &at})
 	assert.Greater(t, moved.Rev, all.Rev, "a member added moves the revision")
 	assert.Len(t, moved.Members, 4, "and the memo no longer covers it")

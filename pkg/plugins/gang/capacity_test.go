@@ -17,6 +17,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/gangcore"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 )
@@ -176,13 +177,13 @@ func TestNodeEventRenewsCapacityVerdict(t *testing.T) {
 // cache.
 type capacityGang struct {
 	pl      *Gang
-	fed     *groups.Fed
+	fed     *groupcache.Fed
 	pg      *v1alpha1.PodGroup
 	members []*corev1.Pod
 }
 
 func newCapacityGang(store cache.Indexer, minCount int32) *capacityGang {
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	g := &capacityGang{fed: fed, pl: &Gang{groups: fed, shared: &shared{capacity: newCapacity(corelisters.NewNodeLister(store)), room: newMinRoom()}}}
 	g.pg = &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pg", UID: "pg"}}
 	g.pg.Spec.SchedulingPolicy.Gang = &v1alpha1.GangSchedulingPolicy{MinCount: minCount}

@@ -24,6 +24,7 @@ import (
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
@@ -136,7 +137,7 @@ func (w *recordingWaitingPod) Reject(string, string) bool {
 
 func drainGang(t *testing.T, h *drainHandle, ctx context.Context) *Gang {
 	t.Helper()
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	args, err := DecodeArgs(nil)
 	require.NoError(t, err)

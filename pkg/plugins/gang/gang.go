@@ -28,6 +28,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/gangcore"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
@@ -74,7 +75,7 @@ type Gang struct {
 }
 
 // groupCache is what the plugin reads and changes of the group cache
-// (*groups.Fed). Each method takes the cache's lock once, so the calls an
+// (*groupcache.Fed). Each method takes the cache's lock once, so the calls an
 // extension point makes through it are the consistent reads it decides
 // from; the plugin holds the cache through this interface so that a test
 // counts them per extension point (walk_test.go).
@@ -106,7 +107,7 @@ type groupCache interface {
 	SubtreeScheduledBound(k groups.Key) []*corev1.Pod
 }
 
-var _ groupCache = (*groups.Fed)(nil)
+var _ groupCache = (*groupcache.Fed)(nil)
 
 // verdict is the outcome of checking every member of a hierarchy against
 // the wanted priority, policy and scheduler name, at one revision.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
@@ -178,7 +179,7 @@ func mendGang(t *testing.T) *Gang {
 	h := &drainHandle{}
 	args, err := DecodeArgs(nil)
 	require.NoError(t, err)
-	pl := &Gang{handle: h, groups: groups.NewFed(), args: args, verdicts: map[groups.Key]verdict{}}
+	pl := &Gang{handle: h, groups: groupcache.NewFed(), args: args, verdicts: map[groups.Key]verdict{}}
 	pl.shared = &shared{status: &groupstatus.Writer{}, events: newEventDedup(), attempts: newAttempts(), mends: newMends(),
 		promises: pluginrt.NewPromises(), binds: newBindSlots(1), complete: map[groups.Key]bool{},
 		drain: NewDrain(), lifetime: context.Background(), room: newMinRoom(),

@@ -19,18 +19,19 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 )
 
 // fedOf is the cache a test built the plugin over.
-func fedOf(pl *Gang) *groups.Fed { return pl.groups.(*groups.Fed) }
+func fedOf(pl *Gang) *groupcache.Fed { return pl.groups.(*groupcache.Fed) }
 
 // countingCache is the group cache that records each call the plugin
 // makes into it. It forwards every method by hand rather than embedding
 // the cache, so a method added to groupCache cannot slip past the count.
 type countingCache struct {
-	fed   *groups.Fed
+	fed   *groupcache.Fed
 	mu    sync.Mutex
 	calls []string
 }
@@ -136,7 +137,7 @@ func TestMemberWalkEntersGroupsAtMostTwicePerPhase(t *testing.T) {
 	require.NoError(t, h.informers.Core().V1().Nodes().Informer().GetIndexer().Add(node))
 	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	require.NoError(t, nodes.Add(node))
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	counted := &countingCache{fed: fed}
 	args, err := DecodeArgs(nil)
 	require.NoError(t, err)
