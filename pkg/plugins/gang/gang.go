@@ -75,10 +75,11 @@ type Gang struct {
 }
 
 // groupCache is what the plugin reads and changes of the group cache
-// (*groupcache.Fed). Each method takes the cache's lock once, so the calls an
-// extension point makes through it are the consistent reads it decides
-// from; the plugin holds the cache through this interface so that a test
-// counts them per extension point (walk_test.go).
+// (*groupcache.Fed). An extension point decides from what its calls
+// return, and each call is a read of its own; the plugin holds the cache
+// through this interface so that a test counts the calls per extension
+// point (walk_test.go) and a phase that starts deciding from several
+// separate reads again shows up there.
 type groupCache interface {
 	pluginrt.Member
 
