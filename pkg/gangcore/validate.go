@@ -44,6 +44,12 @@ func Disagreement(ref *corev1.Pod, members []*corev1.Pod, root groups.Info, clas
 	if err != nil {
 		return err.Error()
 	}
+	return DisagreementAt(ref, members, root, prio, policy)
+}
+
+// DisagreementAt is Disagreement for a hierarchy whose priority and policy
+// are already resolved (prio, policy), as a member's View carries them.
+func DisagreementAt(ref *corev1.Pod, members []*corev1.Pod, root groups.Info, prio int32, policy corev1.PreemptionPolicy) string {
 	policyMsg := PolicyMessage(root)
 	if msg := Mismatch(ref, ref, prio, policy, policyMsg); msg != "" {
 		return msg

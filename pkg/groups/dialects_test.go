@@ -1,7 +1,6 @@
 package groups
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -12,11 +11,8 @@ import (
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	fakediscovery "k8s.io/client-go/discovery/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	xfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
@@ -153,113 +149,6 @@ func TestSchedulerPluginsSpecValidation(t *testing.T) {
 	var invalid *InvalidError
 	require.ErrorAs(t, err, &invalid, "no member of an invalid group passes a quorum check")
 	assert.Contains(t, invalid.Reason, "spec.minMember")
-}
-
-// noWatchList marks scheduler-plugins' fake clientset, generated before
-// client-go's streaming list, as not serving it, as client-go's own fakes
-// are marked.
-type noWatchList struct{ *xfake.Clientset }
-
-func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
-
-func servedResources(resources ...string) []*metav1.APIResourceList {
-	byGV := map[string]*metav1.APIResourceList{}
-	var out []*metav1.APIResourceList
-	for i := 0; i+1 < len(resources); i += 2 {
-		gv, name := resources[i], resources[i+1]
-		l := byGV[gv]
-		if l == nil {
-			l = &metav1.APIResourceList{GroupVersion: gv}
-			byGV[gv] = l
-			out = append(out, l)
-		}
-		l.APIResources = append(l.APIResources, metav1.APIResource{Name: name})
-	}
-	return out
-}
-
-// Informers of the optional dialects run while the API server serves their
-// resources: absent at start, a group of the dialect is reported as not
-// served; when the API appears, its objects arrive; when it goes away,
-// its groups are dropped and the scheduler keeps running.
-func TestDialectFeedsFollowDiscovery(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	kube := kubefake.NewSimpleClientset(&schedv1beta1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "up"},
-		Spec: schedv1beta1.PodGroupSpec{SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{
-			Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: 2}}},
-	})
-	x := noWatchList{xfake.NewSimpleClientset(&xv1alpha1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "sp"}, Spec: xv1alpha1.PodGroupSpec{MinMember: 3}})}
-	disc := kube.Discovery().(*fakediscovery.FakeDiscovery)
-	f := NewFed()
-	fs := newFeeds(f, disc, kube, x)
-	f.feeds = fs
-
-	fs.sync(ctx)
-	assert.False(t, f.Served(Native))
-	assert.False(t, f.Served(Coscheduling))
-	pod := newPod("n", inSpecGroup("up"))
-	f.AddOrUpdatePod(pod)
-	_, _, err := f.ChainOf(pod)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "the API server does not serve scheduling.k8s.io groups")
-	xpod := newPod("x", inXGroup("sp"))
-	f.AddOrUpdatePod(xpod)
-	_, _, err = f.ChainOf(xpod)
-	require.Error(t, err)
-	assert.Equal(t, "PodGroup.scheduling.x-k8s.io "+testNS+"/sp not found: create it or fix the pod's scheduling.x-k8s.io/pod-group label (the API server does not serve scheduling.x-k8s.io PodGroups: install scheduler-plugins' PodGroup CRD, manifests/components/scheduler-plugins-crd)",
-		err.Error(), "the missing CRD is named, with where to find it")
-
-	disc.Resources = servedResources(
-		"scheduling.k8s.io/v1beta1", "podgroups",
-		"scheduling.k8s.io/v1alpha3", "compositepodgroups",
-		"scheduling.x-k8s.io/v1alpha1", "podgroups")
-	fs.sync(ctx)
-	assert.True(t, f.Served(Native))
-	assert.True(t, f.Served(Coscheduling))
-	require.NotNil(t, f.NativePodGroups())
-	require.NotNil(t, f.XPodGroups())
-	info, ok := f.Get(nativeKey("up"))
-	require.True(t, ok, "the upstream PodGroup is read once its API is served")
-	assert.Equal(t, 2, info.MinCount)
-	info, ok = f.Get(xKey("sp"))
-	require.True(t, ok, "the scheduler-plugins PodGroup is read once its CRD is served")
-	assert.Equal(t, 3, info.MinCount)
-
-	_, err = kube.SchedulingV1beta1().PodGroups(testNS).Create(ctx, &schedv1beta1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "later"},
-		Spec:       schedv1beta1.PodGroupSpec{SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{Basic: &schedv1beta1.BasicSchedulingPolicy{}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { _, ok := f.Get(nativeKey("later")); return ok }, 5*time.Second, 10*time.Millisecond)
-
-	disc.Resources = servedResources("scheduling.x-k8s.io/v1alpha1", "podgroups")
-	fs.sync(ctx)
-	assert.False(t, f.Served(Native))
-	assert.Nil(t, f.NativePodGroups())
-	_, ok = f.Get(nativeKey("up"))
-	assert.False(t, ok, "groups of a dialect no longer served are dropped")
-	_, ok = f.Get(xKey("sp"))
-	assert.True(t, ok, "the other dialects keep their groups")
-}
-
-// An update is passed on only when the definition moved: a status write
-// (the same spec) is not a change, a new minimum or annotation is.
-func TestSameSpec(t *testing.T) {
-	base := &xv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "g", CreationTimestamp: metav1.Now()},
-		Spec: xv1alpha1.PodGroupSpec{MinMember: 2, MinResources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m")}}}
-	status := base.DeepCopy()
-	status.Status.Phase = xv1alpha1.PodGroupRunning
-	status.Spec.MinResources = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
-	assert.True(t, sameSpec(SpecOfXPodGroup(base), SpecOfXPodGroup(status)), "1000m and 1 cpu are one quantity; status is not spec")
-	bigger := base.DeepCopy()
-	bigger.Spec.MinMember = 3
-	assert.False(t, sameSpec(SpecOfXPodGroup(base), SpecOfXPodGroup(bigger)))
-	annotated := base.DeepCopy()
-	annotated.Annotations = map[string]string{XTopologyKeyAnnotation: "rack"}
-	assert.False(t, sameSpec(SpecOfXPodGroup(base), SpecOfXPodGroup(annotated)))
 }
 
 // A gang waits in Permit as one unit: the strictest scheduleTimeoutSeconds

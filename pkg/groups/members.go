@@ -452,45 +452,6 @@ func (c *Cache) membersUnderLocked(top *Group, depth int, keep func(State) bool)
 	return out
 }
 
-// LeafMembers returns the members of group k itself whose state passes
-// keep, in no particular order; nil for a composite or an unknown group.
-func (c *Cache) LeafMembers(k Key, keep func(State) bool) []*corev1.Pod {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	g := c.groups[k]
-	if g == nil || !g.IsLeaf() {
-		return nil
-	}
-	out := make([]*corev1.Pod, 0, len(g.members))
-	for s := State(0); s < numStates; s++ {
-		if keep(s) {
-			for _, m := range g.byState[s] {
-				out = append(out, m.Pod)
-			}
-		}
-	}
-	return out
-}
-
-// LeafPlaced returns copies of group k's own members that are assumed or
-// bound, each with the node it holds; nil for a composite or an unknown
-// group.
-func (c *Cache) LeafPlaced(k Key) []Member {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	g := c.groups[k]
-	if g == nil || !g.IsLeaf() {
-		return nil
-	}
-	out := make([]Member, 0, g.Placed())
-	for _, s := range []State{Assumed, Bound} {
-		for _, m := range g.byState[s] {
-			out = append(out, *m)
-		}
-	}
-	return out
-}
-
 // Is returns a state filter for HierarchyMembers.
 func Is(states ...State) func(State) bool {
 	return func(s State) bool {

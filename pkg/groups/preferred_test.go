@@ -81,5 +81,5 @@ func TestPreferredAnnotationValidation(t *testing.T) {
 	annotated := &xv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{PreferredTopologyAnnotation: rack}}, Spec: xv1alpha1.PodGroupSpec{MinMember: 2}}
 	plain := annotated.DeepCopy()
 	plain.Annotations = nil
-	assert.False(t, sameSpec(SpecOfXPodGroup(plain), SpecOfXPodGroup(annotated)), "adding levels is a change of the group")
+	assert.False(t, SameSpec(SpecOfXPodGroup(plain), SpecOfXPodGroup(annotated)), "adding levels is a change of the group")
 }

@@ -2,14 +2,11 @@ package groups
 
 import (
 	"fmt"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
-	"k8s.io/client-go/tools/cache"
 )
 
 // EffectivePriority is the priority and preemption policy a pod under root
@@ -17,75 +14,26 @@ import (
 // pod's own when the root takes its priority from its members (label gangs,
 // scheduler-plugins PodGroups). Every plugin resolves priority through it,
 // so a member, its group and its preemptions never disagree.
-func EffectivePriority(pod *corev1.Pod, root Info, classes schedulinglisters.PriorityClassLister) (int32, corev1.PreemptionPolicy, error) {
+func EffectivePriority(pod *corev1.Pod, root Info, classes PriorityClassLister) (int32, corev1.PreemptionPolicy, error) {
 	if root.PriorityFromMembers {
 		return PodPriority(pod), PodPolicy(pod), nil
 	}
 	return ResolvePriority(root, classes)
 }
 
-// PriorityClasses is a PriorityClass lister that also keeps the
-// globalDefault classes from informer events (Handler): resolving a group
-// without a class name would otherwise list every class, on every
-// PreFilter of a member.
-type PriorityClasses struct {
-	schedulinglisters.PriorityClassLister
-
-	mu       sync.RWMutex
-	defaults map[string]*schedulingv1.PriorityClass
+// PriorityClassLister is what resolving a priority reads of the cluster's
+// PriorityClasses. client-go's lister satisfies it; a lister that also
+// keeps the globalDefault class (GlobalDefault, as the informer-fed cache's
+// does) spares a list of every class per resolution.
+type PriorityClassLister interface {
+	Get(name string) (*schedulingv1.PriorityClass, error)
+	List(selector labels.Selector) ([]*schedulingv1.PriorityClass, error)
 }
 
-// NewPriorityClasses wraps l; feed it with Handler.
-func NewPriorityClasses(l schedulinglisters.PriorityClassLister) *PriorityClasses {
-	return &PriorityClasses{PriorityClassLister: l, defaults: map[string]*schedulingv1.PriorityClass{}}
-}
-
-// Handler keeps the globalDefault classes as PriorityClasses come, change
-// and go.
-func (p *PriorityClasses) Handler() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    p.set,
-		UpdateFunc: func(_, obj interface{}) { p.set(obj) },
-		DeleteFunc: func(obj interface{}) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if pc, ok := obj.(*schedulingv1.PriorityClass); ok {
-				p.mu.Lock()
-				delete(p.defaults, pc.Name)
-				p.mu.Unlock()
-			}
-		},
-	}
-}
-
-func (p *PriorityClasses) set(obj interface{}) {
-	pc, ok := obj.(*schedulingv1.PriorityClass)
-	if !ok {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if pc.GlobalDefault {
-		p.defaults[pc.Name] = pc
-	} else {
-		delete(p.defaults, pc.Name)
-	}
-}
-
-// GlobalDefault is the globalDefault class pods without a class get, the
-// oldest when several claim it; nil when none does.
-func (p *PriorityClasses) GlobalDefault() *schedulingv1.PriorityClass {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	var class *schedulingv1.PriorityClass
-	for _, pc := range p.defaults {
-		if class == nil || pc.CreationTimestamp.Before(&class.CreationTimestamp) ||
-			(pc.CreationTimestamp.Equal(&class.CreationTimestamp) && pc.Name < class.Name) {
-			class = pc
-		}
-	}
-	return class
+// globalDefaults is a PriorityClassLister that keeps the globalDefault
+// class from informer events.
+type globalDefaults interface {
+	GlobalDefault() *schedulingv1.PriorityClass
 }
 
 // ResolvePriority returns the priority and preemption policy of a group
@@ -95,7 +43,7 @@ func (p *PriorityClasses) GlobalDefault() *schedulingv1.PriorityClass {
 // PreemptLowerPriority. A class that does not exist is an error, not 0, so
 // the user learns about the typo instead of running at the wrong priority.
 // A nil classes knows no PriorityClass (a cache fed without informers).
-func ResolvePriority(root Info, classes schedulinglisters.PriorityClassLister) (int32, corev1.PreemptionPolicy, error) {
+func ResolvePriority(root Info, classes PriorityClassLister) (int32, corev1.PreemptionPolicy, error) {
 	policy := corev1.PreemptLowerPriority
 	var class *schedulingv1.PriorityClass
 	switch {
@@ -112,7 +60,7 @@ func ResolvePriority(root Info, classes schedulinglisters.PriorityClassLister) (
 		}
 		class = pc
 	case root.Priority == nil:
-		if d, ok := classes.(*PriorityClasses); ok {
+		if d, ok := classes.(globalDefaults); ok {
 			class = d.GlobalDefault()
 			break
 		}

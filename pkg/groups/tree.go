@@ -399,8 +399,9 @@ func (c *Cache) walkLeavesVisited(g *Group, depth int, seen map[Key]bool, fn fun
 	}
 }
 
-// objectKeys lists the groups of one dialect and kind whose objects exist.
-func (c *Cache) objectKeys(d Dialect, kind Kind) []Key {
+// ObjectKeys lists the groups of one dialect and kind whose objects exist
+// (the informer-fed cache drops them when their API goes away).
+func (c *Cache) ObjectKeys(d Dialect, kind Kind) []Key {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var out []Key

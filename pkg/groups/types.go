@@ -1,16 +1,19 @@
-// Package groups is the single owner of group state in the Phalanx
-// scheduler: PodGroup and CompositePodGroup trees, label-defined implicit
-// gangs, and each member pod's state. It is fed by informers and by the
-// scheduling cycle (Reserve/Unreserve), and every lookup the plugins make
-// per scheduling attempt is O(1) or O(size of one hierarchy): nothing here
-// scans all pods.
+// Package groups is the model of group state in the Phalanx scheduler:
+// PodGroup and CompositePodGroup trees, label-defined implicit gangs, each
+// member pod's state, and the Cache that holds them under one lock. It
+// reads no API and runs no informer: pkg/groupcache feeds the Cache from
+// informers, and the scheduling cycle changes it (Reserve/Unreserve).
+// Every lookup the plugins make per scheduling attempt is O(1) or O(size
+// of one hierarchy): nothing here scans all pods.
 package groups
 
 import (
 	"fmt"
+	"reflect"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -274,3 +277,14 @@ func (g *Group) Existing() int { return g.counts[Pending] + g.counts[Assumed] + 
 
 // Placed counts members that are assumed or bound.
 func (g *Group) Placed() int { return g.counts[Assumed] + g.counts[Bound] }
+
+// SameSpec compares two definitions: quantities by value, times by
+// instant, the rest field by field.
+func SameSpec(a, b Spec) bool {
+	if !apiequality.Semantic.DeepEqual(a.MinResources, b.MinResources) || !a.Created.Equal(b.Created) {
+		return false
+	}
+	a.MinResources, b.MinResources = nil, nil
+	a.Created, b.Created = time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
+}

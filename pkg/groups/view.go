@@ -3,16 +3,16 @@ package groups
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	fwk "k8s.io/kube-scheduler/framework"
 )
 
 // View is one pod's group as one scheduling cycle sees it: the pod's
 // attachment (parsed from its labels or spec once), its chain of groups from
 // leaf to root, the gang its quorum counts toward, and the effective
 // priority of the hierarchy. The first PreFilter that needs it resolves it
-// and stores it in the cycle's CycleState (ViewFor); every later extension
-// point of that cycle (Filter, PostFilter, Reserve, Permit, Unreserve)
-// reads it from there instead of resolving the pod again.
+// and stores it in the cycle's CycleState (groupcache.Fed.ViewFor); every
+// later extension point of that cycle (Filter, PostFilter, Reserve,
+// Permit, Unreserve) reads it from there instead of resolving the pod
+// again.
 //
 // A View is never modified after it is built: preemption's dry runs clone
 // the CycleState and read it from several goroutines. What moves during a
@@ -64,44 +64,9 @@ func (v *View) Root() Key {
 // Resolved reports whether the pod is in a group whose whole chain exists.
 func (v *View) Resolved() bool { return v.Grouped && v.Err == nil }
 
-// Clone shares the view: it is read-only.
-func (v *View) Clone() fwk.StateData { return v }
-
-// ViewStateKey is where a cycle's View lives in its CycleState.
-const ViewStateKey fwk.StateKey = "phalanx.dev/group-view"
-
-// ViewFor returns pod's View for the cycle of state: the one an earlier
-// extension point of this cycle stored, else a new one, which it stores. A
-// nil state (callers outside a scheduling cycle) always resolves anew.
-func (f *Fed) ViewFor(state fwk.CycleState, pod *corev1.Pod) *View {
-	if v := ViewIn(state, pod); v != nil {
-		return v
-	}
-	v := f.Resolve(pod)
-	if state != nil {
-		state.Write(ViewStateKey, v)
-	}
-	return v
-}
-
-// ViewIn returns the View stored in state for pod, nil when there is none.
-func ViewIn(state fwk.CycleState, pod *corev1.Pod) *View {
-	if state == nil {
-		return nil
-	}
-	d, err := state.Read(ViewStateKey)
-	if err != nil {
-		return nil
-	}
-	v, ok := d.(*View)
-	if !ok || v.UID != pod.UID {
-		return nil
-	}
-	return v
-}
-
-// Resolve builds pod's View from the cache as it is now.
-func (f *Fed) Resolve(pod *corev1.Pod) *View {
+// ResolveView builds pod's View from the cache as it is now, with the
+// hierarchy's priority resolved through classes.
+func (c *Cache) ResolveView(pod *corev1.Pod, classes PriorityClassLister) *View {
 	v := &View{UID: pod.UID}
 	a, grouped, err := Attach(pod)
 	if !grouped {
@@ -112,7 +77,6 @@ func (f *Fed) Resolve(pod *corev1.Pod) *View {
 		v.Err, v.attachErr = err, true
 		return v
 	}
-	c := f.Cache
 	c.mu.RLock()
 	chain, err := c.chainLocked(a.Key)
 	if err == nil {
@@ -131,20 +95,8 @@ func (f *Fed) Resolve(pod *corev1.Pod) *View {
 			v.Unit, v.Gang = g.Key, true
 		}
 	}
-	v.Priority, v.Policy, v.PriorityErr = EffectivePriority(pod, v.Chain.Root(), f.PriorityClasses)
+	v.Priority, v.Policy, v.PriorityErr = EffectivePriority(pod, v.Chain.Root(), classes)
 	return v
-}
-
-// ViewQuorum is Quorum for the pod of v, counted now: a pod in no group
-// has quorum, one whose attachment is malformed has the attachment's error.
-func (c *Cache) ViewQuorum(v *View, count Counter) (ok bool, short Shortfall, err error) {
-	switch {
-	case !v.Grouped:
-		return true, short, nil
-	case v.attachErr:
-		return false, short, v.Err
-	}
-	return c.QuorumOf(v.Leaf(), count)
 }
 
 // PodPriority is the pod's own priority, 0 when unset.

@@ -26,6 +26,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
@@ -40,7 +41,7 @@ type Writer struct {
 	kube kubernetes.Interface
 	// fed's listers give the object to update, saving a GET per write; a
 	// conflict (the cache was behind) falls back to a GET.
-	fed     *groups.Fed
+	fed     *groupcache.Fed
 	limiter *rate.Limiter
 	queue   workqueue.TypedRateLimitingInterface[groups.Key]
 
@@ -64,7 +65,7 @@ type Writer struct {
 // pods" to "scheduled" within it, and only the outcome is written.
 const settleDelay = 500 * time.Millisecond
 
-func newWriter(ctx context.Context, client versioned.Interface, kube kubernetes.Interface, fed *groups.Fed) *Writer {
+func newWriter(ctx context.Context, client versioned.Interface, kube kubernetes.Interface, fed *groupcache.Fed) *Writer {
 	// Failed writes back off per group; every write takes a token from one
 	// bucket, so a storm of failing gangs cannot flood the API server.
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[groups.Key](100*time.Millisecond, 30*time.Second)
@@ -422,7 +423,7 @@ func stamp(conds []metav1.Condition, gen int64) []metav1.Condition {
 // scheduler builds one for all its profiles (the plugins' runtime,
 // pkg/plugins/pluginrt, holds it), so their writes coalesce into the same
 // queue instead of racing.
-func New(ctx context.Context, fed *groups.Fed, cfg *restclient.Config) (*Writer, error) {
+func New(ctx context.Context, fed *groupcache.Fed, cfg *restclient.Config) (*Writer, error) {
 	c := restclient.CopyConfig(cfg)
 	c.ContentType = "application/json"
 	c.AcceptContentTypes = "application/json"

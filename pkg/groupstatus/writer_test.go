@@ -16,6 +16,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned/fake"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
@@ -41,7 +42,7 @@ func TestUnschedulableGroupGetsInitiallyScheduledFalse(t *testing.T) {
 	defer cancel()
 	px := fake.NewSimpleClientset(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "px"}})
 	kube := kubefake.NewSimpleClientset(&schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "up", Generation: 3}})
-	w := newWriter(ctx, px, kube, groups.NewFed())
+	w := newWriter(ctx, px, kube, groupcache.NewFed())
 
 	const msg = "no topology.phalanx.dev/rack domain fits 3 pods: best r0 fits 2 (short 4 cpu)"
 	w.Set(phalanxKey("px"), unschedulable(msg))
@@ -85,7 +86,7 @@ func TestInitiallyScheduledNeverRegresses(t *testing.T) {
 		Condition(v1alpha1.PodGroupInitiallyScheduled, metav1.ConditionTrue, v1alpha1.ReasonScheduled, "4 pods bound"),
 	}
 	px := fake.NewSimpleClientset(done)
-	w := newWriter(ctx, px, kubefake.NewSimpleClientset(), groups.NewFed())
+	w := newWriter(ctx, px, kubefake.NewSimpleClientset(), groupcache.NewFed())
 
 	w.Set(phalanxKey("done"), unschedulable("member w-4 fits on no node"))
 	require.Eventually(t, func() bool {
@@ -108,7 +109,7 @@ func TestSchedulerPluginsGroupsGetEventsNotConditions(t *testing.T) {
 	defer cancel()
 	px := fake.NewSimpleClientset()
 	kube := kubefake.NewSimpleClientset()
-	w := newWriter(ctx, px, kube, groups.NewFed())
+	w := newWriter(ctx, px, kube, groupcache.NewFed())
 	events := record.NewFakeRecorder(10)
 	events.IncludeObject = true
 	w.events = events
@@ -158,7 +159,7 @@ func TestReservationRecordIsWrittenWithTheConditions(t *testing.T) {
 	kept := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept"}}
 	kept.Status.Reservation = &v1alpha1.GroupReservation{TopologyKey: "rack", Domain: "r0", Since: metav1.NewTime(since)}
 	px := fake.NewSimpleClientset(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}}, kept)
-	w := newWriter(ctx, px, kubefake.NewSimpleClientset(), groups.NewFed())
+	w := newWriter(ctx, px, kubefake.NewSimpleClientset(), groupcache.NewFed())
 	get := func(name string) *v1alpha1.PodGroup {
 		pg, err := px.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)

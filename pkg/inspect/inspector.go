@@ -39,7 +39,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
-	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
@@ -70,7 +70,7 @@ type Options struct {
 type Inspector struct {
 	opts  Options
 	sched *scheduler.Scheduler
-	fed   *groups.Fed
+	fed   *groupcache.Fed
 
 	// mu serializes requests: they share snap and the probers' caches.
 	mu       sync.Mutex

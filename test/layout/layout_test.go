@@ -1,5 +1,6 @@
 // Package layout checks the repository's layering: what ships in the
-// images never links the tooling.
+// images never links the tooling, and the group model links no API
+// machinery.
 package layout
 
 import (
@@ -30,6 +31,33 @@ func TestShippedBinariesLinkNoTooling(t *testing.T) {
 		for _, imp := range fields[1:] {
 			if strings.HasPrefix(imp, module+"tools/") {
 				t.Errorf("%s imports the tooling package %s", fields[0], imp)
+			}
+		}
+	}
+}
+
+// TestGroupModelReadsNoAPI: pkg/groups is the group model and its
+// in-memory Cache, which the planner's tests, the diagnostics and the
+// fuzzers build without an API server; pkg/groupcache is what feeds it
+// from informers. The model must not link client-go's informers, listers
+// or cache machinery, nor the scheduler framework (which links all of
+// them), or the split is only a folder name.
+func TestGroupModelReadsNoAPI(t *testing.T) {
+	forbidden := []string{
+		"k8s.io/client-go/tools/cache",
+		"k8s.io/client-go/informers",
+		"k8s.io/client-go/listers",
+		"k8s.io/kube-scheduler/framework",
+		"k8s.io/kubernetes/pkg/scheduler",
+	}
+	deps := goList(t, "-deps", "../../pkg/groups")
+	if len(deps) == 0 {
+		t.Fatal("go list found no dependencies of pkg/groups")
+	}
+	for _, p := range deps {
+		for _, f := range forbidden {
+			if p == f || strings.HasPrefix(p, f+"/") {
+				t.Errorf("pkg/groups links %s", p)
 			}
 		}
 	}

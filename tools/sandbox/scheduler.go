@@ -20,7 +20,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
 	"github.com/phalanx-sched/phalanx/pkg/graceful"
-	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/inspect"
 	"github.com/phalanx-sched/phalanx/pkg/plugins"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
@@ -110,7 +110,7 @@ func (s *Scheduler) InformerFactory() informers.SharedInformerFactory { return s
 
 // Groups is the group cache the scheduler's plugins share; false once the
 // scheduler has stopped.
-func (s *Scheduler) Groups() (*groups.Fed, bool) { return s.life.Plugins().Groups() }
+func (s *Scheduler) Groups() (*groupcache.Fed, bool) { return s.life.Plugins().Groups() }
 
 // Stop ends the scheduler at once, as SIGKILL would (binding requests in
 // flight are abandoned), and waits until its loop has returned.

@@ -134,21 +134,35 @@ func (c *capacity) exceeds(g groups.Info, rev uint64, revOK bool, members func()
 	if err != nil {
 		return "", err
 	}
-	if revOK {
-		c.mu.Lock()
-		v, seen := c.verdicts[g.Key]
-		c.mu.Unlock()
-		if seen && v.rev == rev && v.gen == gen {
-			return v.msg, nil
-		}
+	if memo, msg := c.memoAt(g.Key, gen); memo.Covers(rev, revOK) {
+		return msg, nil
 	}
-	msg := gangcore.ExceedsAllocatable(g.MinCount, requestsOf(members()), alloc)
+	return c.judge(g, rev, revOK, alloc, gen, members()), nil
+}
+
+// memoAt is the verdict remembered for leaf gang k at node generation gen,
+// as a memo of the hierarchy revision it holds at, and its message.
+func (c *capacity) memoAt(k groups.Key, gen uint64) (groups.Memo, string) {
+	c.mu.Lock()
+	v, seen := c.verdicts[k]
+	c.mu.Unlock()
+	if !seen || v.gen != gen {
+		return groups.Memo{}, ""
+	}
+	return groups.Memo{Rev: v.rev, OK: true}, v.msg
+}
+
+// judge decides whether g's minimum of members could fit in alloc, the
+// nodes' allocatable at generation gen, and remembers the verdict under
+// rev when it is known.
+func (c *capacity) judge(g groups.Info, rev uint64, revOK bool, alloc []placement.Resources, gen uint64, members []*corev1.Pod) string {
+	msg := gangcore.ExceedsAllocatable(g.MinCount, requestsOf(members), alloc)
 	if revOK {
 		c.mu.Lock()
 		c.verdicts[g.Key] = capacityVerdict{rev: rev, gen: gen, msg: msg}
 		c.mu.Unlock()
 	}
-	return msg, nil
+	return msg
 }
 
 // requestsOf are the requests of each of members, as the planner reads them.

@@ -17,6 +17,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/gangcore"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 )
@@ -127,23 +128,22 @@ func TestCapacityVerdictFollowsNodes(t *testing.T) {
 
 // TestCapacityVerdictFollowsMinCount: a gang of five one-cpu members on a
 // four-cpu node is refused for its size until its minCount drops to four,
-// also when the drop lands between the moment PreFilter read the group and
-// the moment it judges it.
+// also when the drop lands after the member's View was built: the size is
+// judged from the cache's read, not from the View.
 func TestCapacityVerdictFollowsMinCount(t *testing.T) {
 	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	require.NoError(t, store.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")}}}))
 	g := newCapacityGang(store, 5)
-	pl, fed, pg := g.pl, g.fed, g.pg
-	chainOf := func() groups.Chain { return g.chainOf(t) }
-	assert.Equal(t, "needs 5 pods of 1 cpu; the cluster's allocatable holds at most 4 (1 nodes)", pl.tooLarge(chainOf()))
+	fed, pg := g.fed, g.pg
+	assert.Equal(t, "needs 5 pods of 1 cpu; the cluster's allocatable holds at most 4 (1 nodes)", g.tooLarge(g.view()))
 
-	stale := chainOf()
+	stale := g.view()
 	pg = pg.DeepCopy()
 	pg.Spec.SchedulingPolicy.Gang.MinCount = 4
 	fed.OnPodGroup(pg)
-	assert.Empty(t, pl.tooLarge(stale), "the group as it is now is judged")
-	assert.Empty(t, pl.tooLarge(chainOf()), "and no verdict on the old minCount is remembered")
+	assert.Empty(t, g.tooLarge(stale), "the group as it is now is judged")
+	assert.Empty(t, g.tooLarge(g.view()), "and no verdict on the old minCount is remembered")
 }
 
 // TestNodeEventRenewsCapacityVerdict: a node is added while a gang too
@@ -162,15 +162,14 @@ func TestNodeEventRenewsCapacityVerdict(t *testing.T) {
 	addNode("n-0")
 	g := newCapacityGang(store, 6)
 	pl := g.pl
-	chainOf := func() groups.Chain { return g.chainOf(t) }
-	require.Equal(t, "needs 6 pods of 1 cpu; the cluster's allocatable holds at most 4 (1 nodes)", pl.tooLarge(chainOf()))
+	require.Equal(t, "needs 6 pods of 1 cpu; the cluster's allocatable holds at most 4 (1 nodes)", g.tooLarge(g.view()))
 
 	// The informer's store has the new node; its handlers have not all run.
 	n := addNode("n-1")
 	hint, err := pl.nodeCanHelp(klog.Background(), g.members[0], nil, n)
 	require.NoError(t, err)
 	require.Equal(t, fwk.Queue, hint)
-	assert.Empty(t, pl.tooLarge(chainOf()), "two 4-cpu nodes hold 6 one-cpu pods")
+	assert.Empty(t, g.tooLarge(g.view()), "two 4-cpu nodes hold 6 one-cpu pods")
 }
 
 // capacityGang is a gang plugin whose capacity check reads store's nodes,
@@ -178,13 +177,13 @@ func TestNodeEventRenewsCapacityVerdict(t *testing.T) {
 // cache.
 type capacityGang struct {
 	pl      *Gang
-	fed     *groups.Fed
+	fed     *groupcache.Fed
 	pg      *v1alpha1.PodGroup
 	members []*corev1.Pod
 }
 
 func newCapacityGang(store cache.Indexer, minCount int32) *capacityGang {
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	g := &capacityGang{fed: fed, pl: &Gang{groups: fed, shared: &shared{capacity: newCapacity(corelisters.NewNodeLister(store)), room: newMinRoom()}}}
 	g.pg = &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pg", UID: "pg"}}
 	g.pg.Spec.SchedulingPolicy.Gang = &v1alpha1.GangSchedulingPolicy{MinCount: minCount}
@@ -199,11 +198,11 @@ func newCapacityGang(store cache.Indexer, minCount int32) *capacityGang {
 	return g
 }
 
-// chainOf is the first member's chain as the cache has it now.
-func (g *capacityGang) chainOf(t *testing.T) groups.Chain {
-	t.Helper()
-	ch, grouped, err := g.fed.ChainOf(g.members[0])
-	require.True(t, grouped)
-	require.NoError(t, err)
-	return ch
+// view is the first member's View as the cache has it now.
+func (g *capacityGang) view() *groups.View { return g.fed.Resolve(g.members[0]) }
+
+// tooLarge is PreFilter's size check of the first member with View v,
+// over a read of the cache as it is now.
+func (g *capacityGang) tooLarge(v *groups.View) string {
+	return g.pl.tooLarge(g.pl.read(g.members[0], v, false))
 }

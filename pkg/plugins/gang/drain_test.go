@@ -24,6 +24,7 @@ import (
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
@@ -136,7 +137,7 @@ func (w *recordingWaitingPod) Reject(string, string) bool {
 
 func drainGang(t *testing.T, h *drainHandle, ctx context.Context) *Gang {
 	t.Helper()
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	args, err := decodeArgs(nil)
 	require.NoError(t, err)
@@ -160,8 +161,8 @@ func TestPermitLetsNothingThroughWhileStopping(t *testing.T) {
 		require.NoError(t, h.informers.Core().V1().Nodes().Informer().GetIndexer().Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}))
 		pl := drainGang(t, h, context.Background())
 		a, b := labelMember("g", 0), labelMember("g", 1)
-		pl.groups.OnPod(a)
-		pl.groups.OnPod(b)
+		fedOf(pl).OnPod(a)
+		fedOf(pl).OnPod(b)
 		ctx := context.Background()
 		require.Nil(t, pl.Reserve(ctx, nil, a, "n"))
 		st, _ := pl.Permit(ctx, nil, a, "n")
@@ -251,8 +252,8 @@ func TestMemberLeftOutOfThePlanReleasesNobody(t *testing.T) {
 		h := &drainHandle{waiting: map[types.UID]*recordingWaitingPod{}, informers: informers.NewSharedInformerFactory(fake.NewClientset(), 0)}
 		pl := drainGang(t, h, context.Background())
 		a, b := labelMember("g", 0), labelMember("g", 1)
-		pl.groups.OnPod(a)
-		pl.groups.OnPod(b)
+		fedOf(pl).OnPod(a)
+		fedOf(pl).OnPod(b)
 		ctx := context.Background()
 		require.Nil(t, pl.Reserve(ctx, nil, a, "n"))
 		waiting := &recordingWaitingPod{pod: a}

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
@@ -27,6 +28,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/gangcore"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
@@ -39,7 +41,7 @@ const Name = pluginrt.GangName
 // Gang implements the gang extension points.
 type Gang struct {
 	handle fwk.Handle
-	groups *groups.Fed
+	groups groupCache
 	args   pluginArgs
 	shared *shared
 
@@ -60,6 +62,42 @@ type Gang struct {
 	// asks about.
 	lastNodeEvent atomic.Pointer[leafMemo]
 }
+
+// groupCache is what the plugin reads and changes of the group cache
+// (*groupcache.Fed). An extension point decides from what its calls
+// return, and each call is a read of its own; the plugin holds the cache
+// through this interface so that a test counts the calls per extension
+// point (walk_test.go) and a phase that starts deciding from several
+// separate reads again shows up there.
+type groupCache interface {
+	pluginrt.Member
+
+	// The scheduling cycle.
+	ViewFor(state fwk.CycleState, pod *corev1.Pod) *groups.View
+	PreFilterFacts(v *groups.View, ask groups.PreFilterAsk) groups.PreFilterFacts
+	PermitFacts(v *groups.View) groups.PermitFacts
+	MarkAssumedOn(pod *corev1.Pod, node string)
+	MarkPending(pod *corev1.Pod)
+
+	// The queue: PreEnqueue and the queueing hints.
+	EnsurePod(pod *corev1.Pod, store corelisters.PodLister)
+	MarkQueued(uid types.UID)
+	Quorum(pod *corev1.Pod, count groups.Counter) (bool, groups.Shortfall, error)
+	QuorumOf(leaf groups.Key, count groups.Counter) (bool, groups.Shortfall, error)
+	SameHierarchy(e *groups.EventPod, held, other *corev1.Pod) bool
+	GroupOf(uid types.UID) (groups.Key, bool)
+
+	// Groups and members by key: conditions, releases, recoveries.
+	Get(k groups.Key) (groups.Info, bool)
+	RootOf(k groups.Key) (groups.Key, bool)
+	UnitOf(leaf groups.Key) (groups.Key, bool)
+	Satisfied(k groups.Key, count groups.Counter) (ok bool, have, need int)
+	HierarchyMembersIn(k groups.Key, s groups.State) []*corev1.Pod
+	SubtreeMembersIn(k groups.Key, s groups.State) []*corev1.Pod
+	SubtreeScheduledBound(k groups.Key) []*corev1.Pod
+}
+
+var _ groupCache = (*groupcache.Fed)(nil)
 
 // verdict is the outcome of checking every member of a hierarchy against
 // the wanted priority, policy and scheduler name, at one revision.
@@ -269,20 +307,28 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil, pl.refuseInvalid(state, pod, v.Err.Error())
 	}
 	ch := v.Chain
-	if msg := pl.validate(pod, v); msg != "" {
+	invalid := func(msg string) *fwk.Status {
 		for _, g := range ch {
 			pl.shared.status.Set(g.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonInvalid, msg))
 		}
-		return nil, pl.refuseInvalid(state, pod, msg)
+		return pl.refuseInvalid(state, pod, msg)
 	}
-	ok, short, err := pl.groups.ViewQuorum(v, groups.ByExisting)
-	if err != nil {
-		return nil, pl.refuseInvalid(state, pod, err.Error())
+	if msg := invalidByView(pod, v); msg != "" {
+		return nil, invalid(msg)
 	}
-	if !ok {
-		return nil, refuse(state, pluginrt.GroupIncomplete, gangcore.WaitingMessage(short))
+	// Everything below is decided from one read of the cache: the checks
+	// see the same members, counts and revision.
+	r := pl.read(pod, v, true)
+	if msg := pl.membersInvalid(pod, v, r); msg != "" {
+		return nil, invalid(msg)
 	}
-	if msg := pl.tooLarge(ch); msg != "" {
+	if r.Err != nil {
+		return nil, pl.refuseInvalid(state, pod, r.Err.Error())
+	}
+	if !r.Quorum {
+		return nil, refuse(state, pluginrt.GroupIncomplete, gangcore.WaitingMessage(r.Short))
+	}
+	if msg := pl.tooLarge(r); msg != "" {
 		leaf := ch.Leaf()
 		pl.shared.status.Set(leaf.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 		// A gang composite above needs this child, so it cannot be placed
@@ -296,12 +342,12 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		}
 		return nil, refuse(state, pluginrt.GroupInfeasible, msg)
 	}
-	if msg := pl.minResourcesWait(pod, ch); msg != "" {
+	if msg := pl.minResourcesWait(v, r); msg != "" {
 		pl.shared.status.Set(ch.Leaf().Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, msg))
 		return nil, refuse(state, pluginrt.GroupInfeasible, msg)
 	}
 	if v.Gang {
-		pl.mendIfLeftPartial(pod, v)
+		pl.mendIfLeftPartial(pod, r)
 	}
 	return nil, nil
 }
@@ -314,26 +360,17 @@ func refuse(state fwk.CycleState, v pluginrt.GroupVerdict, msg string) *fwk.Stat
 }
 
 // tooLarge returns why the pod's leaf gang cannot fit even an empty
-// cluster, "" when it might fit.
-func (pl *Gang) tooLarge(ch groups.Chain) string {
-	key := ch.Leaf().Key
-	// The verdict is remembered under the revision, so the revision is read
-	// before the group it judges: the chain was read earlier, and a
-	// minCount changed in between would otherwise be judged at its old
-	// value and remembered as the new revision's verdict, refusing the
-	// gang at the size it no longer has.
-	rev, known := pl.groups.HierarchyRevision(key)
-	leaf, ok := pl.groups.Get(key)
-	if !ok {
+// cluster, "" when it might. The leaf is judged as the read found it, at
+// the revision read with it: a minCount changed after the View was built
+// is judged at its new value.
+func (pl *Gang) tooLarge(r *preFilterRead) string {
+	if !r.sized || !r.LeafOK || !r.Leaf.Gang || r.Leaf.MinCount <= 0 {
 		return ""
 	}
-	msg, err := pl.shared.capacity.exceeds(leaf, rev, known, func() []*corev1.Pod {
-		return pl.groups.LeafMembers(leaf.Key, groups.Is(groups.Pending, groups.Assumed, groups.Bound))
-	})
-	if err != nil {
-		return "" // the planner will judge
+	if r.sizeMemo.Covers(r.Rev, r.RevKnown) {
+		return r.sizeMsg
 	}
-	return msg
+	return pl.shared.capacity.judge(r.Leaf, r.Rev, r.RevKnown, r.alloc, r.gen, r.LeafMembers)
 }
 
 // PreFilterExtensions is not needed: the plugin has no Filter.

@@ -24,6 +24,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 )
@@ -59,14 +60,14 @@ func gangMember(name string, i, minAvailable int) *corev1.Pod {
 		Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1"}).Obj()
 }
 
-func newHotPathGang(t testing.TB) (*Gang, *countingHandle, *groups.Fed) {
+func newHotPathGang(t testing.TB) (*Gang, *countingHandle, *groupcache.Fed) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("100000"), corev1.ResourcePods: resource.MustParse("100000"),
 	}}}
 	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	require.NoError(t, nodes.Add(node))
 	h := &countingHandle{waitingHandle: &waitingHandle{snapshot: schedcache.NewSnapshot(nil, []*corev1.Node{node}), waiting: map[types.UID]*waitingPod{}}}
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	args, err := decodeArgs(nil)
 	require.NoError(t, err)
 	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{}}
@@ -149,19 +150,19 @@ func TestViewIsResolvedOncePerCycle(t *testing.T) {
 	state := framework.NewCycleState()
 	_, s := pl.PreFilter(ctx, state, a, nil)
 	require.True(t, s.IsSuccess(), "%v", s)
-	v := groups.ViewIn(state, a)
+	v := groupcache.ViewIn(state, a)
 	require.NotNil(t, v, "PreFilter stores the view")
 	assert.Equal(t, groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "v"}, v.Leaf())
 	assert.True(t, v.Gang)
-	assert.Nil(t, groups.ViewIn(state, b), "a view answers for its own pod only")
+	assert.Nil(t, groupcache.ViewIn(state, b), "a view answers for its own pod only")
 
 	require.Nil(t, pl.Reserve(ctx, state, a, "n"))
 	s, _ = pl.Permit(ctx, state, a, "n")
 	require.Equal(t, fwk.Wait, s.Code())
 	h.wait(a)
-	assert.Same(t, v, groups.ViewIn(state, a), "Reserve and Permit read the stored view")
+	assert.Same(t, v, groupcache.ViewIn(state, a), "Reserve and Permit read the stored view")
 	pl.Unreserve(ctx, state, a, "n")
-	assert.Same(t, v, groups.ViewIn(state, a), "Unreserve reads the stored view")
+	assert.Same(t, v, groupcache.ViewIn(state, a), "Unreserve reads the stored view")
 }
 
 // BenchmarkUnreserveStorm is the release of a 1,000-member gang whose last

@@ -143,33 +143,34 @@ func (pl *Gang) satisfiedByBound(unit groups.Key) bool {
 // partly bound (it stopped or lost its Lease during the binds), when pod,
 // pending, is one of the members the binds left behind. PreFilter calls it
 // for every pending member of a gang that passed its checks.
-func (pl *Gang) mendIfLeftPartial(pod *corev1.Pod, v *groups.View) {
-	unit, ok := pl.groups.UnitOf(v.Leaf())
-	if !ok {
+func (pl *Gang) mendIfLeftPartial(pod *corev1.Pod, r *preFilterRead) {
+	if !r.UnitOK || !r.mendAsked || pl.shared.mends.settled(r.Unit) {
 		return
 	}
-	ms := pl.shared.mends
-	ms.mu.Lock()
-	skip := ms.open[unit] != nil || ms.whole[unit]
-	ms.mu.Unlock()
-	if skip {
+	if r.UnitWhole || r.UnitBound == 0 {
 		return
 	}
-	if done, bound, need := pl.groups.Satisfied(unit, groups.ByBound); done || bound == 0 {
-		return
-	} else if reason := pl.leftPartial(unit, pod); reason != "" {
-		pl.openMend(unit, fmt.Sprintf("%s: %d/%d bound, member %s pending", reason, bound, need, pod.Name))
+	if reason := leftPartial(pod, r); reason != "" {
+		pl.openMend(r.Unit, fmt.Sprintf("%s: %d/%d bound, member %s pending", reason, r.UnitBound, r.UnitNeed, pod.Name))
 	}
 }
 
-// leftPartial says why unit, below its minimum with members bound, is a
-// gang whose binds stopped half way, "" when it is not.
-func (pl *Gang) leftPartial(unit groups.Key, pod *corev1.Pod) string {
-	if len(pl.groups.SubtreeMembersIn(unit, groups.Assumed)) > 0 {
+// settled reports whether unit needs no look for a partial bind: its
+// recovery is open, or this scheduler saw it whole.
+func (ms *mends) settled(unit groups.Key) bool {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return ms.open[unit] != nil || ms.whole[unit]
+}
+
+// leftPartial says why the unit of r, below its minimum with members
+// bound, is a gang whose binds stopped half way, "" when it is not.
+func leftPartial(pod *corev1.Pod, r *preFilterRead) string {
+	if r.UnitAssumed > 0 {
 		// This scheduler is reserving or binding members of it now.
 		return ""
 	}
-	bound := pl.groups.SubtreeScheduledBound(unit)
+	bound := r.ScheduledBound
 	if len(bound) == 0 {
 		// Only pods created on their nodes: no scheduler bound them.
 		return ""
@@ -183,7 +184,7 @@ func (pl *Gang) leftPartial(unit groups.Key, pod *corev1.Pod) string {
 			lastBind = c.LastTransitionTime.Time
 		}
 	}
-	for _, f := range pl.groups.SubtreeMembers(unit, groups.Is(groups.Finished)) {
+	for _, f := range r.Finished {
 		if f.Status.Phase == corev1.PodSucceeded || f.Status.Phase == corev1.PodFailed {
 			return "" // the gang ran
 		}

@@ -18,6 +18,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
@@ -67,9 +68,9 @@ func TestPartlyBoundGangsANewSchedulerRecovers(t *testing.T) {
 				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(bindTime)}}
 				return p
 			}
-			add := pl.groups.OnPod
+			add := fedOf(pl).OnPod
 			if tc.listed {
-				add = func(obj interface{}) { pl.groups.AddListedPod(obj.(*corev1.Pod)) }
+				add = func(obj interface{}) { fedOf(pl).AddListedPod(obj.(*corev1.Pod)) }
 			}
 			add(bound(0))
 			add(bound(1))
@@ -82,14 +83,15 @@ func TestPartlyBoundGangsANewSchedulerRecovers(t *testing.T) {
 			if tc.sawWhole {
 				add(bound(4))
 				pl.mendMaybeDone(leaf)
-				pl.groups.OnPodDeleted(bound(4))
+				fedOf(pl).OnPodDeleted(bound(4))
 				pl.mendMaybeDone(leaf)
 			}
 			pending := member(2)
 			pending.CreationTimestamp = metav1.NewTime(bindTime.Add(tc.pendingAt))
-			pl.groups.OnPod(pending)
+			fedOf(pl).OnPod(pending)
 
-			pl.mendIfLeftPartial(pending, pl.groups.Resolve(pending))
+			v := fedOf(pl).Resolve(pending)
+			pl.mendIfLeftPartial(pending, pl.read(pending, v, true))
 			pl.shared.mends.mu.Lock()
 			_, opened := pl.shared.mends.open[leaf]
 			pl.shared.mends.mu.Unlock()
@@ -108,7 +110,7 @@ func TestRetryKeepsTheFailedMembersNode(t *testing.T) {
 	var members []*corev1.Pod
 	for i := 0; i < 2; i++ {
 		members = append(members, labelMember("g", i))
-		pl.groups.OnPod(members[i])
+		fedOf(pl).OnPod(members[i])
 	}
 	for _, m := range members {
 		require.Nil(t, pl.Reserve(ctx, nil, m, "n-"+m.Name))
@@ -128,7 +130,7 @@ func TestRetryKeepsTheFailedMembersNode(t *testing.T) {
 	for _, p := range members {
 		b := p.DeepCopy()
 		b.Spec.NodeName = "n-" + p.Name
-		pl.groups.OnPod(b)
+		fedOf(pl).OnPod(b)
 	}
 	pl.mendMaybeDone(leaf)
 	pl.shared.mends.mu.Lock()
@@ -164,7 +166,7 @@ func TestRecoveryEndingGivesBackTheRetryNomination(t *testing.T) {
 	var members []*corev1.Pod
 	for i := 0; i < 2; i++ {
 		members = append(members, labelMember("g", i))
-		pl.groups.OnPod(members[i])
+		fedOf(pl).OnPod(members[i])
 		require.Nil(t, pl.Reserve(ctx, nil, members[i], "n-"+members[i].Name))
 	}
 	require.True(t, pl.shared.drain.admit("label group ns/g", members))
@@ -174,7 +176,7 @@ func TestRecoveryEndingGivesBackTheRetryNomination(t *testing.T) {
 	m := pl.shared.mends.open[leaf]
 	pl.shared.mends.mu.Unlock()
 	require.NotNil(t, m)
-	pl.groups.OnPodDeleted(members[1])
+	fedOf(pl).OnPodDeleted(members[1])
 
 	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain", UID: "plain"}}
 	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -202,14 +204,14 @@ func TestRetryWaitsWhileItsGangIsEvicted(t *testing.T) {
 	var members []*corev1.Pod
 	for i := 0; i < 2; i++ {
 		members = append(members, labelMember("g", i))
-		pl.groups.OnPod(members[i])
+		fedOf(pl).OnPod(members[i])
 		require.Nil(t, pl.Reserve(ctx, nil, members[i], "n-"+members[i].Name))
 	}
 	require.True(t, pl.shared.drain.admit("label group ns/g", members))
 	pl.Unreserve(ctx, nil, members[0], "n-g-0")
 	bound := members[1].DeepCopy()
 	bound.Spec.NodeName = "n-g-1"
-	pl.groups.OnPod(bound)
+	fedOf(pl).OnPod(bound)
 	leaf := groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"}
 	pl.shared.mends.mu.Lock()
 	m := pl.shared.mends.open[leaf]
@@ -226,7 +228,7 @@ func TestRetryWaitsWhileItsGangIsEvicted(t *testing.T) {
 
 	gone := bound.DeepCopy()
 	gone.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	pl.groups.OnPod(gone)
+	fedOf(pl).OnPod(gone)
 	require.Nil(t, pl.Reserve(ctx, nil, members[0], "n-g-0"))
 	st, _ = pl.Permit(ctx, nil, members[0], "n-g-0")
 	assert.NotContains(t, st.Message(), "being evicted", "the eviction is over once its victims are terminating")
@@ -238,10 +240,11 @@ func mendGang(t *testing.T) *Gang {
 	h := &drainHandle{}
 	args, err := decodeArgs(nil)
 	require.NoError(t, err)
-	pl := &Gang{handle: h, groups: groups.NewFed(), args: args, verdicts: map[groups.Key]verdict{}}
+	pl := &Gang{handle: h, groups: groupcache.NewFed(), args: args, verdicts: map[groups.Key]verdict{}}
 	pl.shared = &shared{status: &groupstatus.Writer{}, events: newEventDedup(), attempts: newAttempts(), mends: newMends(),
 		promises: &pluginrt.Promises{}, binds: newBindSlots(1), complete: map[groups.Key]bool{},
-		drain: NewDrain(), lifetime: context.Background(), room: newMinRoom()}
+		drain: NewDrain(), lifetime: context.Background(), room: newMinRoom(),
+		capacity: newCapacity(corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})))}
 	pl.shared.deadlines = newGangDeadlines(args.permitTimeout(), args.permitLimit(), pl.expireGang)
 	t.Cleanup(pl.shared.deadlines.stop)
 	t.Cleanup(pl.shared.mends.stop)

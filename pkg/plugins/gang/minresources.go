@@ -150,11 +150,16 @@ func (m *minRoom) pruneLocked(infos []fwk.NodeInfo) {
 	}
 }
 
-func (m *minRoom) passedAt(leaf groups.Key, rev uint64, now time.Time) bool {
+// passAt is leaf's pass, if one holds at now, as a memo of the hierarchy
+// revision it was granted at.
+func (m *minRoom) passAt(leaf groups.Key, now time.Time) groups.Memo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.passed[leaf]
-	return ok && p.rev == rev && now.Before(p.until)
+	if !ok || !now.Before(p.until) {
+		return groups.Memo{}
+	}
+	return groups.Memo{Rev: p.rev, OK: true}
 }
 
 func (m *minRoom) pass(leaf, root groups.Key, rev uint64, until time.Time) {
@@ -280,27 +285,17 @@ func judgeRoom(group groups.Key, need placement.Resources, nodes []gateNode, pre
 	return msg + fmt.Sprintf(" (short %s)", gangcore.Describe(short)), false
 }
 
-// groupPriority is the priority and preemption policy the pod's hierarchy
-// schedules with: the root's, or the pod's own for groups whose priority
-// comes from their members.
-func (pl *Gang) groupPriority(pod *corev1.Pod, ch groups.Chain) (int32, corev1.PreemptionPolicy) {
-	if prio, policy, err := groups.EffectivePriority(pod, ch.Root(), pl.groups.PriorityClasses); err == nil {
-		return prio, policy
-	}
-	return groups.PodPriority(pod), groups.PodPolicy(pod)
-}
-
 // minResourcesWait returns why the pod's leaf group may not be tried yet
-// under its minResources, "" when it may (or sets none).
-func (pl *Gang) minResourcesWait(pod *corev1.Pod, ch groups.Chain) string {
-	leaf := ch.Leaf()
+// under its minResources, "" when it may (or sets none). The group's own
+// placed members come from r; the priority below which pods count as
+// reclaimable is the hierarchy's, from v.
+func (pl *Gang) minResourcesWait(v *groups.View, r *preFilterRead) string {
+	leaf := v.Chain.Leaf()
 	need := roomNeed(leaf)
-	if need == nil {
+	if need == nil || !r.roomAsked {
 		return ""
 	}
-	rev, known := pl.groups.HierarchyRevision(leaf.Key)
-	now := time.Now()
-	if known && pl.shared.room.passedAt(leaf.Key, rev, now) {
+	if r.room.Covers(r.Rev, r.RevKnown) {
 		return ""
 	}
 	infos, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
@@ -308,7 +303,7 @@ func (pl *Gang) minResourcesWait(pod *corev1.Pod, ch groups.Chain) string {
 		return "" // the planner will judge
 	}
 	own := map[string]placement.Resources{}
-	for _, m := range pl.groups.LeafPlaced(leaf.Key) {
+	for _, m := range r.Placed {
 		node := m.Node
 		if node == "" && m.Pod != nil {
 			node = m.Pod.Spec.NodeName
@@ -326,7 +321,9 @@ func (pl *Gang) minResourcesWait(pod *corev1.Pod, ch groups.Chain) string {
 		}
 		sum[corev1.ResourcePods]++
 	}
-	prio, policy := pl.groupPriority(pod, ch)
+	// PreFilter refused a hierarchy whose priority cannot be resolved, so
+	// the View's is the one its members schedule with.
+	prio, policy := v.Priority, v.Policy
 	preempt := policy != corev1.PreemptNever
 	room := pl.shared.room
 	room.mu.Lock()
@@ -354,12 +351,8 @@ func (pl *Gang) minResourcesWait(pod *corev1.Pod, ch groups.Chain) string {
 		msg, _ = judgeRoom(leaf.Key, need, nodes, true, prio)
 	}
 	room.mu.Unlock()
-	if msg == "" && known {
-		root := leaf.Key
-		if r, ok := pl.groups.RootOf(leaf.Key); ok {
-			root = r
-		}
-		room.pass(leaf.Key, root, rev, now.Add(pl.roomPassTTL()))
+	if msg == "" && r.RevKnown {
+		room.pass(leaf.Key, r.Root, r.Rev, r.now.Add(pl.roomPassTTL()))
 	}
 	return msg
 }

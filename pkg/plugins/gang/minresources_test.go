@@ -143,12 +143,12 @@ func TestMinRoomPasses(t *testing.T) {
 	root := groups.Key{Kind: groups.CompositeKind, Namespace: "ns", Name: "top"}
 	now := metav1.Now().Time
 	m.pass(leaf, root, 7, now.Add(60e9))
-	assert.True(t, m.passedAt(leaf, 7, now))
-	assert.False(t, m.passedAt(leaf, 8, now), "a changed hierarchy is checked again")
-	assert.False(t, m.passedAt(leaf, 7, now.Add(61e9)), "a pass expires")
+	assert.True(t, m.passAt(leaf, now).Covers(7, true))
+	assert.False(t, m.passAt(leaf, now).Covers(8, true), "a changed hierarchy is checked again")
+	assert.False(t, m.passAt(leaf, now.Add(61e9)).Covers(7, true), "a pass expires")
 	m.forgetHierarchy(root)
-	assert.False(t, m.passedAt(leaf, 7, now), "a failed attempt forgets the passes of its hierarchy")
+	assert.False(t, m.passAt(leaf, now).Covers(7, true), "a failed attempt forgets the passes of its hierarchy")
 	m.pass(leaf, leaf, 7, now.Add(60e9))
 	m.forget(leaf)
-	assert.False(t, m.passedAt(leaf, 7, now))
+	assert.False(t, m.passAt(leaf, now).Covers(7, true))
 }

@@ -9,7 +9,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
@@ -46,20 +45,21 @@ func (pl *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev
 	if !gang {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	if pl.validate(pod, v) != "" {
+	r := pl.read(pod, v, false)
+	if pl.validate(pod, v, r) != "" {
 		// PreFilter rejected the group and already said why.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
-	if ok, _, _ := pl.groups.ViewQuorum(v, groups.ByExisting); !ok {
+	if r.Err != nil || !r.Quorum {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
-	if pl.tooLarge(ch) != "" {
+	if pl.tooLarge(r) != "" {
 		// PreFilter rejected the gang for its size and already said why.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
 	// The counts in the message are the cache's now, not the view's.
-	leaf, ok := pl.groups.Get(v.Leaf())
-	if !ok {
+	leaf := r.Leaf
+	if !r.LeafOK {
 		leaf = ch.Leaf()
 	}
 	summary, byPlanner := pl.summarize(statuses)

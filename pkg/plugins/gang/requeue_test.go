@@ -16,7 +16,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 )
 
@@ -24,7 +24,7 @@ import (
 // members each, the state of gangs whose pods are still being created:
 // every member is held in PreEnqueue. It returns the members, which the
 // queue keeps as unschedulable pods, and a fourth member of gang 0.
-func heldGangs(fed *groups.Fed, n int) (held []*corev1.Pod, completing *corev1.Pod) {
+func heldGangs(fed *groupcache.Fed, n int) (held []*corev1.Pod, completing *corev1.Pod) {
 	member := func(g, i int) *corev1.Pod {
 		name := fmt.Sprintf("g%d-%d", g, i)
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name),

@@ -18,6 +18,7 @@ import (
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
@@ -74,7 +75,7 @@ func TestSurplusMemberDoesNotReleaseItsGang(t *testing.T) {
 	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	require.NoError(t, nodes.Add(node))
 	h := &waitingHandle{snapshot: schedcache.NewSnapshot(nil, []*corev1.Node{node}), waiting: map[types.UID]*waitingPod{}}
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	args, err := decodeArgs(nil)
 	require.NoError(t, err)
 	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{}}

@@ -7,46 +7,60 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
-// validate checks that all live members of the hierarchy agree with the
-// group (or, for a label group, with each other). It returns the user-facing
-// reason, "" when valid.
-func (pl *Gang) validate(pod *corev1.Pod, v *groups.View) string {
-	ch := v.Chain
-	for _, g := range ch {
+// invalidByView returns why the pod's group is invalid from what its View
+// alone says: a group of the chain is invalid, the hierarchy's priority
+// cannot be resolved, or the pod itself disagrees with the group. "" when
+// nothing there is wrong. Checked before the cache is read, so a large gang
+// whose members all disagree is not listed once per member.
+func invalidByView(pod *corev1.Pod, v *groups.View) string {
+	for _, g := range v.Chain {
 		if g.Invalid != "" {
 			return g.Invalid
 		}
 	}
-	root := ch.Root()
 	if v.PriorityErr != nil {
 		return v.PriorityErr.Error()
 	}
-	wantPriority, wantPolicy, policyMsg := v.Priority, v.Policy, gangcore.PolicyMessage(root)
-	check := func(m *corev1.Pod) string { return gangcore.Mismatch(m, pod, wantPriority, wantPolicy, policyMsg) }
-	if msg := check(pod); msg != "" {
-		return msg
-	}
-	// The scan over the other members only depends on the hierarchy's
-	// revision and the wanted values: a 1,000-member gang scans once, not
-	// once per member.
-	rev, known := pl.groups.HierarchyRevision(ch.Leaf().Key)
-	want := verdict{rev: rev, priority: wantPriority, policy: wantPolicy, schedulerName: pod.Spec.SchedulerName}
+	return gangcore.DisagreementAt(pod, nil, v.Chain.Root(), v.Priority, v.Policy)
+}
+
+// validationMemo is the remembered scan of the pod's hierarchy, as a memo
+// the cache's read can skip the listing under, and its verdict.
+func (pl *Gang) validationMemo(pod *corev1.Pod, v *groups.View) (groups.Memo, string) {
 	pl.verdictMu.Lock()
-	memo, seen := pl.verdicts[root.Key]
+	memo, seen := pl.verdicts[v.Root()]
 	pl.verdictMu.Unlock()
-	if known && seen && memo.rev == want.rev && memo.priority == want.priority && memo.policy == want.policy && memo.schedulerName == want.schedulerName {
-		return memo.msg
+	if !seen || memo.priority != v.Priority || memo.policy != v.Policy || memo.schedulerName != pod.Spec.SchedulerName {
+		return groups.Memo{}, ""
 	}
-	for _, m := range pl.groups.HierarchyMembersOf(v.Leaf(), groups.Is(groups.Pending, groups.Assumed, groups.Bound)) {
-		if want.msg = check(m); want.msg != "" {
-			break
-		}
+	return groups.Memo{Rev: memo.rev, OK: true}, memo.msg
+}
+
+// membersInvalid checks that all live members of the hierarchy agree with
+// the group (or, for a label group, with each other). It returns the
+// user-facing reason, "" when valid. The scan over the members only
+// depends on the hierarchy's revision and the wanted values: a 1,000-member
+// gang scans once, not once per member.
+func (pl *Gang) membersInvalid(pod *corev1.Pod, v *groups.View, r *preFilterRead) string {
+	if r.validated.Covers(r.Rev, r.RevKnown) {
+		return r.validatedMsg
 	}
-	if known {
+	want := verdict{rev: r.Rev, priority: v.Priority, policy: v.Policy, schedulerName: pod.Spec.SchedulerName,
+		msg: gangcore.DisagreementAt(pod, r.Members, v.Chain.Root(), v.Priority, v.Policy)}
+	if r.RevKnown {
 		// The entry lives as long as the hierarchy's root (forgetVerdict).
 		pl.verdictMu.Lock()
-		pl.verdicts[root.Key] = want
+		pl.verdicts[v.Root()] = want
 		pl.verdictMu.Unlock()
 	}
 	return want.msg
+}
+
+// validate is the whole agreement check, both halves: PostFilter asks it
+// again whether PreFilter refused the group.
+func (pl *Gang) validate(pod *corev1.Pod, v *groups.View, r *preFilterRead) string {
+	if msg := invalidByView(pod, v); msg != "" {
+		return msg
+	}
+	return pl.membersInvalid(pod, v, r)
 }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/informers"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 )
 
@@ -42,7 +42,7 @@ type pluginKey struct {
 type Instance struct {
 	// Lifetime ends when the scheduler stops.
 	Lifetime context.Context
-	Groups   *groups.Fed
+	Groups   *groupcache.Fed
 	Status   *groupstatus.Writer
 
 	factory informers.SharedInformerFactory
@@ -62,7 +62,7 @@ func (r *Runtime) Instance(ctx context.Context, h fwk.Handle) (*Instance, error)
 	if i := r.inst; i != nil && i.factory == factory && i.Lifetime.Err() == nil {
 		return i, nil
 	}
-	fed, err := groups.Informed(ctx, factory, h.KubeConfig())
+	fed, err := groupcache.Informed(ctx, factory, h.KubeConfig())
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (r *Runtime) Instance(ctx context.Context, h fwk.Handle) (*Instance, error)
 
 // Groups returns the group cache of the running scheduler; false before
 // its plugins are built or after it stopped.
-func (r *Runtime) Groups() (*groups.Fed, bool) {
+func (r *Runtime) Groups() (*groupcache.Fed, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.inst == nil || r.inst.Lifetime.Err() != nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
@@ -20,7 +21,7 @@ import (
 // never asks again (it bound, or was deleted).
 func TestPendingEvictionsFollowGroupLifecycle(t *testing.T) {
 	const n = 10000
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	p := &Preemption{groups: fed, pending: map[groups.Key]*pendingEviction{}, prober: probe.New(nil)}
 	fed.SubscribeGone(p.forgetGroup)
 	member := func(gang string) *corev1.Pod {

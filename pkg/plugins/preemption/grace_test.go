@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
@@ -46,7 +47,7 @@ func newGraceFixture(t *testing.T, victim *corev1.Pod) *graceFixture {
 		start: start,
 	}
 	nodes := []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	h := &searchHandle{snapshotHandle: snapshotHandle{snapshot: cache.NewSnapshot(nil, nodes)}, factory: f.pods}
 	f.p = &Preemption{handle: h, groups: fed, status: &groupstatus.Writer{},
 		pods: f.pods.Core().V1().Pods().Lister(), pending: map[groups.Key]*pendingEviction{}, prober: probe.New(nil), clock: f.clock}

@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/clock"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
@@ -46,7 +47,7 @@ const Name = pluginrt.PreemptionName
 // Preemption implements the group-level PostFilter.
 type Preemption struct {
 	handle fwk.Handle
-	groups *groups.Fed
+	groups *groupcache.Fed
 	status *groupstatus.Writer
 	pods   corelisters.PodLister
 	pdbs   policylisters.PodDisruptionBudgetLister

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
@@ -53,7 +54,7 @@ func TestCandidatesHonourMinimumRuntime(t *testing.T) {
 		boundSince(running("elastic-0", 10, "elastic"), now.Add(-2*time.Hour)),
 		boundSince(running("elastic-1", 10, "elastic"), now.Add(-time.Hour)),
 	}
-	fed := &groups.Fed{
+	fed := &groupcache.Fed{
 		Cache:           groups.NewCache(),
 		PriorityClasses: schedulinglisters.NewPriorityClassLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
 	}

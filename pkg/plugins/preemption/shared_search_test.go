@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
@@ -61,7 +62,7 @@ func crowdedCluster(nodes int) ([]*corev1.Node, []*corev1.Pod) {
 
 // labelGang is n pending members of label gang name, of priority 100,
 // needing cpu millicores each, all of them required.
-func labelGang(fed *groups.Fed, name string, n int, cpu int64) []*corev1.Pod {
+func labelGang(fed *groupcache.Fed, name string, n int, cpu int64) []*corev1.Pod {
 	var members []*corev1.Pod
 	for i := 0; i < n; i++ {
 		members = append(members, labelGangMember(fed, name, i, n, cpu))
@@ -70,7 +71,7 @@ func labelGang(fed *groups.Fed, name string, n int, cpu int64) []*corev1.Pod {
 }
 
 // labelGangMember is member i of labelGang name of minimum n.
-func labelGangMember(fed *groups.Fed, name string, i, n int, cpu int64) *corev1.Pod {
+func labelGangMember(fed *groupcache.Fed, name string, i, n int, cpu int64) *corev1.Pod {
 	m := cpuPod(fmt.Sprintf("%s-%d", name, i), "", 100, cpu)
 	m.Labels = map[string]string{v1alpha1.LightweightNameLabel: name, v1alpha1.LightweightMinAvailableLabel: fmt.Sprint(n)}
 	fed.OnPod(m)
@@ -89,7 +90,7 @@ func TestInfeasibleGangSearchesOncePerClusterChange(t *testing.T) {
 	require.Len(t, pods, 10_000)
 	factory := informers.NewSharedInformerFactory(fake.NewSimpleClientset(), 0)
 	h := &searchHandle{snapshotHandle: snapshotHandle{snapshot: cache.NewSnapshot(pods, nodes)}, factory: factory}
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	p := &Preemption{handle: h, groups: fed, status: &groupstatus.Writer{}, pods: factory.Core().V1().Pods().Lister(),
 		pending: map[groups.Key]*pendingEviction{}, prober: probe.New(nil)}
 	// Six cpu each: evicting every low pod frees five per node.
@@ -201,7 +202,7 @@ func TestMembersShareASearchOnlyInTheSameState(t *testing.T) {
 type sharingFixture struct {
 	p       *Preemption
 	h       *nominatingHandle
-	fed     *groups.Fed
+	fed     *groupcache.Fed
 	clock   *clocktesting.FakeClock
 	nodes   []*corev1.Node
 	pods    []*corev1.Pod
@@ -211,7 +212,7 @@ type sharingFixture struct {
 
 func newSharingFixture(t *testing.T) *sharingFixture {
 	t.Helper()
-	f := &sharingFixture{fed: groups.NewFed(), clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+	f := &sharingFixture{fed: groupcache.NewFed(), clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 		root: groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"}}
 	f.nodes, f.pods = crowdedCluster(4)
 	factory := informers.NewSharedInformerFactory(fake.NewSimpleClientset(), 0)

@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
@@ -132,7 +133,7 @@ func preemptPlainPod(t *testing.T, podGroups []*v1alpha1.PodGroup, pods []*corev
 	)
 	require.NoError(t, err)
 
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	for _, pg := range podGroups {
 		fed.OnPodGroup(pg)
 	}
@@ -185,7 +186,7 @@ func TestLabelsAfterBindingDoNotShieldPods(t *testing.T) {
 	})
 	t.Run("the low pods are candidates alone, at their own priority", func(t *testing.T) {
 		podGroups, pods := tenantA()
-		fed := groups.NewFed()
+		fed := groupcache.NewFed()
 		for _, pg := range podGroups {
 			fed.OnPodGroup(pg)
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
@@ -66,7 +67,7 @@ func evictedFor(t *testing.T, podGroups []*v1alpha1.PodGroup, pods []*corev1.Pod
 // PodDisruptionBudgets pdbs.
 func evictedOn(t *testing.T, podGroups []*v1alpha1.PodGroup, pdbs []*policy.PodDisruptionBudget, pods []*corev1.Pod, nodeCPU, cpu int64) []string {
 	t.Helper()
-	fed := &groups.Fed{
+	fed := &groupcache.Fed{
 		Cache:           groups.NewCache(),
 		PriorityClasses: schedulinglisters.NewPriorityClassLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
@@ -48,7 +49,7 @@ func TestMembersWaitingForVictimsKeepTheirPlannedNodes(t *testing.T) {
 	victim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "victim", UID: "victim"}, Spec: corev1.PodSpec{NodeName: "n1"}}
 	require.NoError(t, factory.Core().V1().Pods().Informer().GetIndexer().Add(victim))
 
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	p := &Preemption{handle: h, groups: fed, status: &groupstatus.Writer{}, pods: factory.Core().V1().Pods().Lister(),
 		pending: map[groups.Key]*pendingEviction{}, prober: probe.New(nil)}
 	var members []*corev1.Pod
@@ -102,7 +103,7 @@ func TestMemberClearsItsNominationWhenPreemptionCannotHelp(t *testing.T) {
 	}}}
 	factory := informers.NewSharedInformerFactory(fake.NewSimpleClientset(), 0)
 	h := &searchHandle{snapshotHandle: snapshotHandle{snapshot: cache.NewSnapshot(nil, []*corev1.Node{node})}, factory: factory}
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	p := &Preemption{handle: h, groups: fed, status: &groupstatus.Writer{}, pods: factory.Core().V1().Pods().Lister(),
 		pending: map[groups.Key]*pendingEviction{}, prober: probe.New(nil)}
 	var members []*corev1.Pod

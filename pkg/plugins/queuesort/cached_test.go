@@ -13,6 +13,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
@@ -33,19 +34,19 @@ func TestSortKeyFollowsChanges(t *testing.T) {
 	tests := []struct {
 		name string
 		// before: a sorts before b; change; after: wantAFirst.
-		change     func(t *testing.T, fed *groups.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod)
+		change     func(t *testing.T, fed *groupcache.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod)
 		wantAFirst bool
 	}{
 		{
 			name: "the group object is recreated younger",
-			change: func(t *testing.T, fed *groups.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod) {
+			change: func(t *testing.T, fed *groupcache.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod) {
 				fed.SetPodGroup(podGroup("x", at(50), ""))
 				return a, b
 			},
 		},
 		{
 			name: "the group joins an older composite",
-			change: func(t *testing.T, fed *groups.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod) {
+			change: func(t *testing.T, fed *groupcache.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod) {
 				fed.SetComposite(composite("older", at(1)))
 				fed.SetPodGroup(podGroup("y", at(20), "older"))
 				return a, b
@@ -54,7 +55,7 @@ func TestSortKeyFollowsChanges(t *testing.T) {
 		},
 		{
 			name: "the pod moves to another group (a new pod object)",
-			change: func(t *testing.T, fed *groups.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod) {
+			change: func(t *testing.T, fed *groupcache.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod) {
 				moved := a.DeepCopy()
 				moved.Labels[v1alpha1.PodGroupLabel] = "late"
 				fed.AddOrUpdatePod(moved)
@@ -63,7 +64,7 @@ func TestSortKeyFollowsChanges(t *testing.T) {
 		},
 		{
 			name: "a member of b's gang binds, so b's gang is partly bound",
-			change: func(t *testing.T, fed *groups.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod) {
+			change: func(t *testing.T, fed *groupcache.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod) {
 				pending := member("y-bound", "y", 0)
 				fed.AddOrUpdatePod(pending)
 				bound := pending.DeepCopy()
@@ -74,7 +75,7 @@ func TestSortKeyFollowsChanges(t *testing.T) {
 		},
 		{
 			name: "a younger member joins a's group, which then queues at its creation",
-			change: func(t *testing.T, fed *groups.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod) {
+			change: func(t *testing.T, fed *groupcache.Fed, a, b *corev1.Pod) (*corev1.Pod, *corev1.Pod) {
 				fed.AddOrUpdatePod(member("x-late", "x", 30))
 				return a, b
 			},
@@ -82,7 +83,7 @@ func TestSortKeyFollowsChanges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fed := &groups.Fed{Cache: groups.NewCache()}
+			fed := &groupcache.Fed{Cache: groups.NewCache()}
 			fed.SetPodGroup(podGroup("x", at(10), ""))
 			fed.SetPodGroup(podGroup("y", at(20), ""))
 			fed.SetPodGroup(podGroup("late", at(90), ""))
@@ -101,7 +102,7 @@ func TestSortKeyFollowsChanges(t *testing.T) {
 // TestLessDoesNotAllocate: comparing two members whose keys the cache
 // remembers resolves no hierarchy and formats no string.
 func TestLessDoesNotAllocate(t *testing.T) {
-	fed := &groups.Fed{Cache: groups.NewCache()}
+	fed := &groupcache.Fed{Cache: groups.NewCache()}
 	fed.SetPodGroup(podGroup("x", at(10), ""))
 	a, b := member("a", "x", 0), member("b", "x", 0)
 	fed.AddOrUpdatePod(a)
@@ -128,7 +129,7 @@ func TestCompareJoined(t *testing.T) {
 
 // BenchmarkLess compares members of two 1,000-pod gangs.
 func BenchmarkLess(b *testing.B) {
-	fed := &groups.Fed{Cache: groups.NewCache()}
+	fed := &groupcache.Fed{Cache: groups.NewCache()}
 	fed.SetPodGroup(podGroup("x", at(10), ""))
 	fed.SetPodGroup(podGroup("y", at(10), ""))
 	var pods []*corev1.Pod

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
@@ -28,7 +29,7 @@ func onNode(pod *corev1.Pod, node string) *corev1.Pod {
 
 // boundByScheduler records pod as the cache sees a member the scheduler
 // places: pending, reserved, then bound.
-func boundByScheduler(fed *groups.Fed, pod *corev1.Pod, node string) {
+func boundByScheduler(fed *groupcache.Fed, pod *corev1.Pod, node string) {
 	fed.AddOrUpdatePod(pod)
 	fed.MarkAssumedOn(pod, node)
 	fed.AddOrUpdatePod(onNode(pod, node))
@@ -48,14 +49,14 @@ func TestQueueJumpingIsNotRewarded(t *testing.T) {
 		name string
 		// setup records the tenant's pods in the cache and returns the
 		// pending pod whose place in the queue is checked.
-		setup func(fed *groups.Fed) *corev1.Pod
+		setup func(fed *groupcache.Fed) *corev1.Pod
 		// first: the pending pod sorts before the others' pods; otherwise
 		// after them.
 		first bool
 	}{
 		{
 			name: "a gang made partial by a pod created with spec.nodeName waits for older pods",
-			setup: func(fed *groups.Fed) *corev1.Pod {
+			setup: func(fed *groupcache.Fed) *corev1.Pod {
 				fed.AddOrUpdatePod(onNode(newPod("new-0", at(60), inGroup("new")), "n1"))
 				last := newPod("new-1", at(60), inGroup("new"))
 				fed.AddOrUpdatePod(last)
@@ -64,7 +65,7 @@ func TestQueueJumpingIsNotRewarded(t *testing.T) {
 		},
 		{
 			name: "a gang made partial by a running pod labelled into it waits for older pods",
-			setup: func(fed *groups.Fed) *corev1.Pod {
+			setup: func(fed *groupcache.Fed) *corev1.Pod {
 				running := onNode(newPod("new-0", at(60)), "n1")
 				fed.AddOrUpdatePod(running)
 				joined := running.DeepCopy()
@@ -77,7 +78,7 @@ func TestQueueJumpingIsNotRewarded(t *testing.T) {
 		},
 		{
 			name: "a gang the scheduler bound in part goes first",
-			setup: func(fed *groups.Fed) *corev1.Pod {
+			setup: func(fed *groupcache.Fed) *corev1.Pod {
 				boundByScheduler(fed, newPod("new-0", at(60), inGroup("new")), "n1")
 				last := newPod("new-1", at(60), inGroup("new"))
 				fed.AddOrUpdatePod(last)
@@ -87,7 +88,7 @@ func TestQueueJumpingIsNotRewarded(t *testing.T) {
 		},
 		{
 			name: "a gang another replica bound in part while this one stood by goes first",
-			setup: func(fed *groups.Fed) *corev1.Pod {
+			setup: func(fed *groupcache.Fed) *corev1.Pod {
 				bound := newPod("new-0", at(60), inGroup("new"))
 				fed.AddOrUpdatePod(bound)
 				fed.AddOrUpdatePod(onNode(bound, "n1"))
@@ -99,7 +100,7 @@ func TestQueueJumpingIsNotRewarded(t *testing.T) {
 		},
 		{
 			name: "a gang found bound in part when the scheduler starts goes first",
-			setup: func(fed *groups.Fed) *corev1.Pod {
+			setup: func(fed *groupcache.Fed) *corev1.Pod {
 				fed.AddListedPod(onNode(newPod("new-0", at(60), inGroup("new")), "n1"))
 				last := newPod("new-1", at(60), inGroup("new"))
 				fed.AddListedPod(last)
@@ -109,7 +110,7 @@ func TestQueueJumpingIsNotRewarded(t *testing.T) {
 		},
 		{
 			name: "a pod added to a group created long ago waits for older pods",
-			setup: func(fed *groups.Fed) *corev1.Pod {
+			setup: func(fed *groupcache.Fed) *corev1.Pod {
 				fed.SetPodGroup(basicGroup("lane", at(0)))
 				boundByScheduler(fed, newPod("lane-0", at(0), inGroup("lane")), "n1")
 				late := newPod("lane-1", at(100), inGroup("lane"))
@@ -119,7 +120,7 @@ func TestQueueJumpingIsNotRewarded(t *testing.T) {
 		},
 		{
 			name: "a pod kept pending in a group created long ago does not pull its younger siblings ahead",
-			setup: func(fed *groups.Fed) *corev1.Pod {
+			setup: func(fed *groupcache.Fed) *corev1.Pod {
 				fed.SetPodGroup(basicGroup("lane", at(0)))
 				fed.AddOrUpdatePod(newPod("lane-0", at(0), inGroup("lane")))
 				late := newPod("lane-1", at(100), inGroup("lane"))
@@ -129,7 +130,7 @@ func TestQueueJumpingIsNotRewarded(t *testing.T) {
 		},
 		{
 			name: "a label gang kept alive by a running member waits for older pods",
-			setup: func(fed *groups.Fed) *corev1.Pod {
+			setup: func(fed *groupcache.Fed) *corev1.Pod {
 				boundByScheduler(fed, newPod("lg-old", at(0), inLabelGang("lane")), "n1")
 				fed.AddOrUpdatePod(onNode(newPod("lg-old-2", at(0), inLabelGang("lane")), "n1"))
 				late := newPod("lg-new", at(100), inLabelGang("lane"))
@@ -139,7 +140,7 @@ func TestQueueJumpingIsNotRewarded(t *testing.T) {
 		},
 		{
 			name: "a pod added to a child of a composite created long ago waits for older pods",
-			setup: func(fed *groups.Fed) *corev1.Pod {
+			setup: func(fed *groupcache.Fed) *corev1.Pod {
 				fed.SetComposite(composite("lanes", at(0)))
 				fed.SetPodGroup(podGroup("lane-a", at(0), "lanes"))
 				fed.SetPodGroup(podGroup("lane-b", at(0), "lanes"))
@@ -151,7 +152,7 @@ func TestQueueJumpingIsNotRewarded(t *testing.T) {
 		},
 		{
 			name: "an older pod of a group created long ago keeps its own place",
-			setup: func(fed *groups.Fed) *corev1.Pod {
+			setup: func(fed *groupcache.Fed) *corev1.Pod {
 				fed.SetPodGroup(basicGroup("lane", at(0)))
 				early := newPod("lane-0", at(10), inGroup("lane"))
 				fed.AddOrUpdatePod(early)
@@ -186,7 +187,7 @@ func TestQueueJumpingIsNotRewarded(t *testing.T) {
 // across the leaves of a hierarchy, as members come, bind and go and as
 // children join and leave.
 func TestGroupQueueTimeFollowsItsPendingMembers(t *testing.T) {
-	fed := &groups.Fed{Cache: groups.NewCache()}
+	fed := &groupcache.Fed{Cache: groups.NewCache()}
 	q := &QueueSort{groups: fed}
 	fed.SetComposite(composite("root", at(10)))
 	fed.SetPodGroup(podGroup("left", at(10), "root"))

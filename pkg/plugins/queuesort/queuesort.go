@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
@@ -24,7 +24,7 @@ const Name = pluginrt.QueueSortName
 
 // QueueSort implements fwk.QueueSortPlugin.
 type QueueSort struct {
-	groups *groups.Fed
+	groups *groupcache.Fed
 }
 
 var _ fwk.QueueSortPlugin = &QueueSort{}

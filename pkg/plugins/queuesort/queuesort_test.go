@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
@@ -81,7 +82,7 @@ func entity(t *testing.T, pod *corev1.Pod, queued time.Time) *framework.QueuedPo
 //   - a pod attached to PodGroup "ghost", which does not exist.
 func fixture(t *testing.T) *QueueSort {
 	t.Helper()
-	fed := &groups.Fed{Cache: groups.NewCache()}
+	fed := &groupcache.Fed{Cache: groups.NewCache()}
 	fed.SetPodGroup(podGroup("old", at(0), ""))
 	fed.SetPodGroup(podGroup("new", at(60), ""))
 	fed.SetPodGroup(podGroup("a", at(30), ""))

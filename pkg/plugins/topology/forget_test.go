@@ -14,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
@@ -38,7 +39,7 @@ func (h *nominations) DeleteNominatedPodIfExists(*corev1.Pod) {
 // deleted, and a PodGroup whose object is deleted.
 func TestPlansFollowGroupLifecycle(t *testing.T) {
 	const n = 10000
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	h := &nominations{}
 	tp := &Topology{handle: h, groups: fed, plans: map[groups.Key]*plan{}, prober: probe.New(h)}
 	fed.Subscribe(tp.groupChanged)

@@ -12,14 +12,14 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/pkg/groups"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 )
 
 // TestPodAddedHint: a member the planner rejected is requeued by a bound
 // pod and by a new member of its own hierarchy, not by the pending pods
 // of other gangs being created.
 func TestPodAddedHint(t *testing.T) {
-	fed := groups.NewFed()
+	fed := groupcache.NewFed()
 	tp := &Topology{groups: fed}
 	cpg := &v1alpha1.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "job"}}
 	cpg.Spec.SchedulingPolicy.Gang = &v1alpha1.CompositeGangSchedulingPolicy{MinGroupCount: 2}

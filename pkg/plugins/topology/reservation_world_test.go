@@ -20,6 +20,7 @@ import (
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	phalanxlisters "github.com/phalanx-sched/phalanx/pkg/generated/listers/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
@@ -47,7 +48,7 @@ type resvWorld struct {
 	ctx   context.Context
 	now   time.Time
 	args  reservation.Args
-	fed   *groups.Fed
+	fed   *groupcache.Fed
 	pgs   toolscache.Indexer
 	nodes corelisters.NodeLister
 	names []string
@@ -70,7 +71,7 @@ func newResvWorld(t *testing.T, racks int, args reservation.Args) *resvWorld {
 	w := &resvWorld{
 		t: t, ctx: ctx, args: args,
 		now:  time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
-		fed:  groups.NewFed(),
+		fed:  groupcache.NewFed(),
 		pgs:  toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}),
 		made: map[string]madeGang{},
 	}

@@ -27,6 +27,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
@@ -41,7 +42,7 @@ const Name = pluginrt.TopologyName
 // Topology implements the planning extension points.
 type Topology struct {
 	handle fwk.Handle
-	groups *groups.Fed
+	groups *groupcache.Fed
 	status *groupstatus.Writer
 	args   pluginArgs
 	opts   placement.Options

@@ -1,8 +1,10 @@
-package groups
+package groupcache
 
 import (
 	corev1 "k8s.io/api/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
 // EnsurePod adds pod to the cache if the cache has not seen it yet. The
@@ -19,7 +21,7 @@ func (f *Fed) EnsurePod(pod *corev1.Pod, store corelisters.PodLister) {
 	if _, seen := f.GroupOf(pod.UID); seen {
 		return
 	}
-	if _, grouped, err := Attach(pod); !grouped || err != nil {
+	if _, grouped, err := groups.Attach(pod); !grouped || err != nil {
 		return
 	}
 	live := func() bool {

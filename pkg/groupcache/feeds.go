@@ -1,15 +1,13 @@
-package groups
+package groupcache
 
 import (
 	"context"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
 
 	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +24,8 @@ import (
 	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	xversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	xlisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+
+	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
 // discoveryInterval is how often the scheduler asks the API server which
@@ -39,8 +39,8 @@ const discoveryInterval = 30 * time.Second
 // scheduler-plugins' CRD, and a resource that stops being served costs one
 // log line instead of a reflector retrying forever.
 type feed struct {
-	dialect  Dialect
-	kind     Kind
+	dialect  groups.Dialect
+	kind     groups.Kind
 	gv       schema.GroupVersion
 	resource string
 	// start creates the informer on a fresh factory, wires it to the cache
@@ -68,16 +68,16 @@ type feeds struct {
 func newFeeds(f *Fed, disc discovery.DiscoveryInterface, kube kubernetes.Interface, x xversioned.Interface) *feeds {
 	fs := &feeds{fed: f, disc: disc}
 	fs.list = []*feed{
-		{dialect: Native, kind: PodGroupKind, gv: schedv1beta1.SchemeGroupVersion, resource: "podgroups",
+		{dialect: groups.Native, kind: groups.PodGroupKind, gv: schedv1beta1.SchemeGroupVersion, resource: "podgroups",
 			start: func(stop <-chan struct{}) cache.InformerSynced {
 				fac := informers.NewSharedInformerFactory(kube, 0)
 				inf := fac.Scheduling().V1beta1().PodGroups()
-				fs.handle(inf.Informer(), Native, PodGroupKind, func(obj interface{}) (string, string, Spec, bool) {
+				fs.handle(inf.Informer(), groups.Native, groups.PodGroupKind, func(obj interface{}) (string, string, groups.Spec, bool) {
 					pg, ok := obj.(*schedv1beta1.PodGroup)
 					if !ok {
-						return "", "", Spec{}, false
+						return "", "", groups.Spec{}, false
 					}
-					return pg.Namespace, pg.Name, SpecOfNativePodGroup(pg), true
+					return pg.Namespace, pg.Name, groups.SpecOfNativePodGroup(pg), true
 				})
 				fs.mu.Lock()
 				fs.nativePodGroups = inf.Lister()
@@ -85,16 +85,16 @@ func newFeeds(f *Fed, disc discovery.DiscoveryInterface, kube kubernetes.Interfa
 				fac.Start(stop)
 				return inf.Informer().HasSynced
 			}},
-		{dialect: Native, kind: CompositeKind, gv: schedv1alpha3.SchemeGroupVersion, resource: "compositepodgroups",
+		{dialect: groups.Native, kind: groups.CompositeKind, gv: schedv1alpha3.SchemeGroupVersion, resource: "compositepodgroups",
 			start: func(stop <-chan struct{}) cache.InformerSynced {
 				fac := informers.NewSharedInformerFactory(kube, 0)
 				inf := fac.Scheduling().V1alpha3().CompositePodGroups()
-				fs.handle(inf.Informer(), Native, CompositeKind, func(obj interface{}) (string, string, Spec, bool) {
+				fs.handle(inf.Informer(), groups.Native, groups.CompositeKind, func(obj interface{}) (string, string, groups.Spec, bool) {
 					cpg, ok := obj.(*schedv1alpha3.CompositePodGroup)
 					if !ok {
-						return "", "", Spec{}, false
+						return "", "", groups.Spec{}, false
 					}
-					return cpg.Namespace, cpg.Name, SpecOfNativeComposite(cpg), true
+					return cpg.Namespace, cpg.Name, groups.SpecOfNativeComposite(cpg), true
 				})
 				fs.mu.Lock()
 				fs.nativeComposites = inf.Lister()
@@ -102,7 +102,7 @@ func newFeeds(f *Fed, disc discovery.DiscoveryInterface, kube kubernetes.Interfa
 				fac.Start(stop)
 				return inf.Informer().HasSynced
 			}},
-		{dialect: Coscheduling, kind: PodGroupKind, gv: xv1alpha1.SchemeGroupVersion, resource: "podgroups",
+		{dialect: groups.Coscheduling, kind: groups.PodGroupKind, gv: xv1alpha1.SchemeGroupVersion, resource: "podgroups",
 			start: func(stop <-chan struct{}) cache.InformerSynced {
 				// Built by hand rather than from the module's generated
 				// factory, which predates client-go's streaming list and
@@ -116,12 +116,12 @@ func newFeeds(f *Fed, disc discovery.DiscoveryInterface, kube kubernetes.Interfa
 						return x.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).Watch(ctx, o)
 					},
 				}, x), &xv1alpha1.PodGroup{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-				fs.handle(inf, Coscheduling, PodGroupKind, func(obj interface{}) (string, string, Spec, bool) {
+				fs.handle(inf, groups.Coscheduling, groups.PodGroupKind, func(obj interface{}) (string, string, groups.Spec, bool) {
 					pg, ok := obj.(*xv1alpha1.PodGroup)
 					if !ok {
-						return "", "", Spec{}, false
+						return "", "", groups.Spec{}, false
 					}
-					return pg.Namespace, pg.Name, SpecOfXPodGroup(pg), true
+					return pg.Namespace, pg.Name, groups.SpecOfXPodGroup(pg), true
 				})
 				fs.mu.Lock()
 				fs.xPodGroups = xlisters.NewPodGroupLister(inf.GetIndexer())
@@ -137,8 +137,8 @@ func newFeeds(f *Fed, disc discovery.DiscoveryInterface, kube kubernetes.Interfa
 // on only when the translated Spec moved: the scheduler's own status writes
 // (and, for scheduler-plugins' groups, its controller's) must not drop
 // plans, bump revisions or wake held members.
-func (fs *feeds) handle(inf cache.SharedIndexInformer, d Dialect, kind Kind, read func(interface{}) (ns, name string, spec Spec, ok bool)) {
-	key := func(ns, name string) Key { return Key{Dialect: d, Kind: kind, Namespace: ns, Name: name} }
+func (fs *feeds) handle(inf cache.SharedIndexInformer, d groups.Dialect, kind groups.Kind, read func(interface{}) (ns, name string, spec groups.Spec, ok bool)) {
+	key := func(ns, name string) groups.Key { return groups.Key{Dialect: d, Kind: kind, Namespace: ns, Name: name} }
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
 			if ns, name, spec, ok := read(obj); ok {
@@ -148,7 +148,7 @@ func (fs *feeds) handle(inf cache.SharedIndexInformer, d Dialect, kind Kind, rea
 		UpdateFunc: func(old, obj interface{}) {
 			ns, name, spec, ok := read(obj)
 			_, _, was, wasOK := read(old)
-			if ok && (!wasOK || !sameSpec(was, spec)) {
+			if ok && (!wasOK || !groups.SameSpec(was, spec)) {
 				fs.fed.set(key(ns, name), spec)
 			}
 		},
@@ -161,17 +161,6 @@ func (fs *feeds) handle(inf cache.SharedIndexInformer, d Dialect, kind Kind, rea
 			}
 		},
 	})
-}
-
-// sameSpec compares two definitions: quantities by value, times by
-// instant, the rest field by field.
-func sameSpec(a, b Spec) bool {
-	if !apiequality.Semantic.DeepEqual(a.MinResources, b.MinResources) || !a.Created.Equal(b.Created) {
-		return false
-	}
-	a.MinResources, b.MinResources = nil, nil
-	a.Created, b.Created = time.Time{}, time.Time{}
-	return reflect.DeepEqual(a, b)
 }
 
 // served asks discovery whether fd's resource is served. known is false
@@ -222,10 +211,10 @@ func (fs *feeds) sync(ctx context.Context) {
 			fs.fed.dropObjects(fd.dialect, fd.kind)
 		}
 	}
-	for _, d := range Dialects[1:] {
+	for _, d := range groups.Dialects[1:] {
 		on := false
 		for _, fd := range fs.list {
-			on = on || (fd.dialect == d && fd.kind == PodGroupKind && fd.running)
+			on = on || (fd.dialect == d && fd.kind == groups.PodGroupKind && fd.running)
 		}
 		fs.fed.SetServed(d, on)
 	}
@@ -238,9 +227,9 @@ func (fs *feeds) forgetLister(fd *feed) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	switch {
-	case fd.dialect == Coscheduling:
+	case fd.dialect == groups.Coscheduling:
 		fs.xPodGroups = nil
-	case fd.kind == CompositeKind:
+	case fd.kind == groups.CompositeKind:
 		fs.nativeComposites = nil
 	default:
 		fs.nativePodGroups = nil
@@ -249,7 +238,7 @@ func (fs *feeds) forgetLister(fd *feed) {
 
 // active lists the served dialects and their resources, for the log.
 func (fs *feeds) active() []string {
-	out := []string{Phalanx.String() + " (PodGroup, CompositePodGroup, label gangs)"}
+	out := []string{groups.Phalanx.String() + " (PodGroup, CompositePodGroup, label gangs)"}
 	for _, fd := range fs.list {
 		if fd.running {
 			out = append(out, fd.String())
@@ -280,8 +269,8 @@ func (fs *feeds) run(ctx context.Context, every time.Duration) {
 // dropObjects forgets every group object of one dialect and kind, as if
 // deleted: their members then wait with a message that the dialect is not
 // served, instead of being planned against definitions nobody can change.
-func (f *Fed) dropObjects(d Dialect, kind Kind) {
-	for _, k := range f.objectKeys(d, kind) {
+func (f *Fed) dropObjects(d groups.Dialect, kind groups.Kind) {
+	for _, k := range f.ObjectKeys(d, kind) {
 		f.deleted(k)
 	}
 }

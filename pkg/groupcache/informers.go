@@ -1,4 +1,4 @@
-package groups
+package groupcache
 
 import (
 	"context"
@@ -13,18 +13,18 @@ import (
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-
 	xversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	phalanxinformers "github.com/phalanx-sched/phalanx/pkg/generated/informers/externalversions"
 	phalanxlisters "github.com/phalanx-sched/phalanx/pkg/generated/listers/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/pkg/groups"
 )
 
 // Fed is a Cache wired to informers.
 type Fed struct {
-	*Cache
+	*groups.Cache
 	// PriorityClasses resolves group priorities.
 	PriorityClasses schedulinglisters.PriorityClassLister
 	// PodGroups and CompositePodGroups read the group objects as the
@@ -36,23 +36,23 @@ type Fed struct {
 	feeds *feeds
 	// onChange subscribers run after a group object or member changed, with
 	// the leaf or composite key and whether the group object itself changed.
-	onChange []func(k Key, object bool)
+	onChange []func(k groups.Key, object bool)
 	// onGone subscribers run when a group left the cache's live groups:
 	// its object was deleted, or the last member of a label group is gone.
-	onGone []func(k Key)
+	onGone []func(k groups.Key)
 	mu     sync.Mutex
 }
 
 // NewFed returns a cache that no informer feeds yet: Informed wires one to
 // the scheduler's informers, and callers without an API server (tests)
 // feed it through the On* handlers.
-func NewFed() *Fed { return &Fed{Cache: NewCache()} }
+func NewFed() *Fed { return &Fed{Cache: groups.NewCache()} }
 
 // SubscribeGone registers fn to be called, outside the cache lock, when
 // group k is gone: its PodGroup or CompositePodGroup was deleted, or the
 // last member of a label group left. Plugins tie their per-group state to
 // this, so nothing outlives the groups it was kept for.
-func (f *Fed) SubscribeGone(fn func(k Key)) {
+func (f *Fed) SubscribeGone(fn func(k groups.Key)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.onGone = append(f.onGone, fn)
@@ -60,7 +60,7 @@ func (f *Fed) SubscribeGone(fn func(k Key)) {
 
 // goneIfMissing tells the onGone subscribers when k is no longer a live
 // group.
-func (f *Fed) goneIfMissing(k Key) {
+func (f *Fed) goneIfMissing(k groups.Key) {
 	if _, live := f.Get(k); live {
 		return
 	}
@@ -81,23 +81,23 @@ func (f *Fed) OnComposite(obj interface{})  { f.compositeChanged(obj) }
 
 // OnGroup and OnGone record a group object's definition or deletion in any
 // dialect, as the dialects' informers do.
-func (f *Fed) OnGroup(k Key, spec Spec) { f.set(k, spec) }
-func (f *Fed) OnGone(k Key)             { f.deleted(k) }
+func (f *Fed) OnGroup(k groups.Key, spec groups.Spec) { f.set(k, spec) }
+func (f *Fed) OnGone(k groups.Key)                    { f.deleted(k) }
 
 // OnGroupDeleted handles a deleted PodGroup (kind PodGroupKind) or
 // CompositePodGroup (CompositeKind).
-func (f *Fed) OnGroupDeleted(obj interface{}, kind Kind) { f.groupDeleted(obj, kind) }
+func (f *Fed) OnGroupDeleted(obj interface{}, kind groups.Kind) { f.groupDeleted(obj, kind) }
 
 // Subscribe registers fn to be called after group changes, outside the
 // cache lock. Plugins use it to react to state the scheduler's own event
 // handlers may see before this cache does (their order is not defined).
-func (f *Fed) Subscribe(fn func(k Key, object bool)) {
+func (f *Fed) Subscribe(fn func(k groups.Key, object bool)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.onChange = append(f.onChange, fn)
 }
 
-func (f *Fed) notify(k Key, object bool) {
+func (f *Fed) notify(k groups.Key, object bool) {
 	f.mu.Lock()
 	subs := f.onChange
 	f.mu.Unlock()
@@ -121,7 +121,7 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 		return nil, fmt.Errorf("phalanx clientset: %w", err)
 	}
 	pf := phalanxinformers.NewSharedInformerFactory(client, 0)
-	f := &Fed{Cache: NewCache(), PriorityClasses: factory.Scheduling().V1().PriorityClasses().Lister(),
+	f := &Fed{Cache: groups.NewCache(), PriorityClasses: factory.Scheduling().V1().PriorityClasses().Lister(),
 		PodGroups: pf.Scheduling().V1alpha1().PodGroups().Lister(), CompositePodGroups: pf.Scheduling().V1alpha1().CompositePodGroups().Lister()}
 
 	podInf := factory.Core().V1().Pods().Informer()
@@ -144,7 +144,7 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 			}
 			f.podGroupChanged(obj)
 		},
-		DeleteFunc: func(obj interface{}) { f.groupDeleted(obj, PodGroupKind) },
+		DeleteFunc: func(obj interface{}) { f.groupDeleted(obj, groups.PodGroupKind) },
 	}); err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 			}
 			f.compositeChanged(obj)
 		},
-		DeleteFunc: func(obj interface{}) { f.groupDeleted(obj, CompositeKind) },
+		DeleteFunc: func(obj interface{}) { f.groupDeleted(obj, groups.CompositeKind) },
 	}); err != nil {
 		return nil, err
 	}
@@ -202,7 +202,11 @@ func (f *Fed) podChanged(obj interface{}, listed bool) {
 		return
 	}
 	old, wasTracked := f.GroupOf(pod.UID)
-	f.addOrUpdatePod(pod, listed)
+	if listed {
+		f.AddListedPod(pod)
+	} else {
+		f.AddOrUpdatePod(pod)
+	}
 	k, ok := f.GroupOf(pod.UID)
 	if ok {
 		f.notify(k, false)
@@ -243,26 +247,26 @@ func specChanged(old, obj interface{}) bool {
 
 func (f *Fed) podGroupChanged(obj interface{}) {
 	if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-		f.set(Key{Kind: PodGroupKind, Namespace: pg.Namespace, Name: pg.Name}, SpecOfPodGroup(pg))
+		f.set(groups.Key{Kind: groups.PodGroupKind, Namespace: pg.Namespace, Name: pg.Name}, groups.SpecOfPodGroup(pg))
 	}
 }
 
 func (f *Fed) compositeChanged(obj interface{}) {
 	if cpg, ok := obj.(*v1alpha1.CompositePodGroup); ok {
-		f.set(Key{Kind: CompositeKind, Namespace: cpg.Namespace, Name: cpg.Name}, SpecOfComposite(cpg))
+		f.set(groups.Key{Kind: groups.CompositeKind, Namespace: cpg.Namespace, Name: cpg.Name}, groups.SpecOfComposite(cpg))
 	}
 }
 
-func (f *Fed) groupDeleted(obj interface{}, kind Kind) {
+func (f *Fed) groupDeleted(obj interface{}, kind groups.Kind) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	var k Key
+	var k groups.Key
 	switch o := obj.(type) {
 	case *v1alpha1.PodGroup:
-		k = Key{Kind: kind, Namespace: o.Namespace, Name: o.Name}
+		k = groups.Key{Kind: kind, Namespace: o.Namespace, Name: o.Name}
 	case *v1alpha1.CompositePodGroup:
-		k = Key{Kind: kind, Namespace: o.Namespace, Name: o.Name}
+		k = groups.Key{Kind: kind, Namespace: o.Namespace, Name: o.Name}
 	default:
 		return
 	}
@@ -270,14 +274,14 @@ func (f *Fed) groupDeleted(obj interface{}, kind Kind) {
 }
 
 // deleted records that group object k is gone, in any dialect.
-func (f *Fed) deleted(k Key) {
+func (f *Fed) deleted(k groups.Key) {
 	f.DeleteGroup(k)
 	f.notify(k, true)
 	f.goneIfMissing(k)
 }
 
 // set records group object k's definition, in any dialect.
-func (f *Fed) set(k Key, spec Spec) {
+func (f *Fed) set(k groups.Key, spec groups.Spec) {
 	f.SetGroup(k, spec)
 	f.notify(k, true)
 }
