@@ -81,6 +81,13 @@ func up(args []string) error {
 	start := time.Now()
 	fmt.Printf("Starting sandbox: %d zones × %d racks × %d nodes (%s cpu, %s memory, %d GPUs each)...\n",
 		topo.Zones, topo.RacksPerZone, topo.NodesPerRack, topo.CPU, topo.Memory, topo.GPUs)
+	var devices *sandbox.Devices
+	if *draDevices > 0 {
+		devices = &sandbox.Devices{PerNode: *draDevices}
+	}
+	// Start writes the kubeconfig last, once nodes, devices, CRDs,
+	// controllers and the scheduler serve: a script may wait for the file
+	// and use the cluster at once.
 	cluster, err := sandbox.Start(ctx, sandbox.Options{
 		Dir:                  *dir,
 		KubeconfigPath:       *kubeconfig,
@@ -94,15 +101,13 @@ func up(args []string) error {
 		// objects in manifests/samples/scheduler-plugins run unchanged.
 		ExtraSchedulerNames: []string{"scheduler-plugins-scheduler"},
 		Diagnostics:         true,
+		Devices:             devices,
 	})
 	if err != nil {
 		return err
 	}
 	defer cluster.Stop()
 	if *draDevices > 0 {
-		if err := sandbox.PublishDevices(ctx, cluster.Client, topo.Nodes(), sandbox.Devices{PerNode: *draDevices}); err != nil {
-			return fmt.Errorf("publish DRA devices: %w", err)
-		}
 		fmt.Printf("Published %d DRA devices per node (DeviceClass %s); try manifests/samples/dra-gang.yaml.\n", *draDevices, sandbox.DeviceClass)
 	}
 	fmt.Printf(`Sandbox ready in %.1fs: %d nodes, Phalanx serving schedulerName phalanx-scheduler, default-scheduler and scheduler-plugins-scheduler.
