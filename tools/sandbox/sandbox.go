@@ -382,7 +382,21 @@ func (c *Cluster) writeSchedulerConfig(base []byte) (string, error) {
 			return "", errors.New("scheduler config has no profiles")
 		}
 		first, _ := profiles[0].(map[string]interface{})
+		served := map[string]bool{}
+		for _, p := range profiles {
+			if name, ok := p.(map[string]interface{})["schedulerName"].(string); ok {
+				served[name] = true
+			} else {
+				// kube-scheduler's default for a profile without a name.
+				served["default-scheduler"] = true
+			}
+		}
 		for _, name := range names {
+			// A user's configuration may serve the name already
+			// (replace-default): a second profile of it is invalid.
+			if served[name] {
+				continue
+			}
 			clone := map[string]interface{}{}
 			for k, v := range first {
 				clone[k] = v

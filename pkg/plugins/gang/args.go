@@ -2,12 +2,12 @@ package gang
 
 import (
 	"github.com/phalanx-sched/phalanx/pkg/gangcore"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 
 	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 )
 
 // DefaultPermitWaitingTimeSeconds bounds how long reserved members wait in
@@ -60,7 +60,7 @@ type Args struct {
 func DecodeArgs(obj runtime.Object) (Args, error) {
 	args := Args{}
 	if obj != nil {
-		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+		if err := pluginrt.DecodeArgs(obj, &args); err != nil {
 			return args, fmt.Errorf("decode %s args: %w", Name, err)
 		}
 	}

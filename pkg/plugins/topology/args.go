@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/reservation"
 )
 
@@ -36,7 +36,7 @@ type Args struct {
 func DecodeArgs(obj runtime.Object) (Args, placement.Options, error) {
 	args := Args{}
 	if obj != nil {
-		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+		if err := pluginrt.DecodeArgs(obj, &args); err != nil {
 			return args, placement.Options{}, fmt.Errorf("decode %s args: %w", Name, err)
 		}
 	}
