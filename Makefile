@@ -182,7 +182,7 @@ image:
 	  -layout $(BIN)/image/oci -tarball $(BIN)/image/phalanx.tar
 
 image-check: image
-	PHALANX_IMAGE=$(abspath $(BIN))/image/phalanx.tar PHALANX_IMAGE_VERSION=$(VERSION) PHALANX_IMAGE_REVISION=$(COMMIT) \
+	PHALANX_IMAGE=$(abspath $(BIN))/image/oci PHALANX_IMAGE_VERSION=$(VERSION) PHALANX_IMAGE_REVISION=$(COMMIT) \
 	  $(GO) test -count=1 -run 'TestMadeImage' -v ./hack/ociimage
 
 docker-image:

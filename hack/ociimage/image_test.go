@@ -121,6 +121,29 @@ func checkImage(t *testing.T, img v1.Image, entrypoint, version, revision string
 	return root
 }
 
+// readLayout reads the one image of an OCI layout directory. The layout,
+// unlike the docker-format tarball, keeps the OCI manifest as written.
+func readLayout(t *testing.T, dir string) v1.Image {
+	t.Helper()
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := lp.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := index.IndexManifest()
+	if err != nil || len(manifest.Manifests) != 1 {
+		t.Fatalf("the layout holds %v images (%v), want 1", manifest, err)
+	}
+	img, err := lp.Image(manifest.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
 // TestBuildImage builds an image of a small static binary, writes both
 // outputs, reads each back, checks its config, runs the binary from the
 // unpacked layer, and builds it again to the same digest.
@@ -149,22 +172,7 @@ func TestBuildImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lp, err := layout.FromPath(layoutDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	index, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest, err := index.IndexManifest()
-	if err != nil || len(manifest.Manifests) != 1 {
-		t.Fatalf("the layout holds %v images (%v), want 1", manifest, err)
-	}
-	fromLayout, err := lp.Image(manifest.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fromLayout := readLayout(t, layoutDir)
 	checkImage(t, fromLayout, "/usr/local/bin/hello", "v9.9.9", "feedface", []string{"/usr/local/bin/hello"})
 	cfgDigest := func(img v1.Image) v1.Hash {
 		h, err := img.ConfigName()
@@ -197,17 +205,14 @@ func TestBuildImage(t *testing.T) {
 }
 
 // TestMadeImage checks the image make image built (make image-check sets
-// PHALANX_IMAGE to its tarball, with the version and commit it was built
-// with): both Phalanx binaries run from the unpacked layer.
+// PHALANX_IMAGE to its OCI layout, with the version and commit it was
+// built with): both Phalanx binaries run from the unpacked layer.
 func TestMadeImage(t *testing.T) {
 	path := os.Getenv("PHALANX_IMAGE")
 	if path == "" {
 		t.Skip("PHALANX_IMAGE is not set: make image-check builds the image and sets it")
 	}
-	img, err := tarball.ImageFromPath(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := readLayout(t, path)
 	checkImage(t, img, "/usr/local/bin/phalanx-scheduler", os.Getenv("PHALANX_IMAGE_VERSION"), os.Getenv("PHALANX_IMAGE_REVISION"),
 		[]string{"/usr/local/bin/phalanx-scheduler", "/usr/local/bin/phalanx-controller"})
 }
