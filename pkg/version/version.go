@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 var (
@@ -30,11 +31,17 @@ func String(binary string) string {
 			}
 		}
 		for _, m := range info.Deps {
-			if m.Path == "k8s.io/kubernetes" {
-				kube = m.Version
-				if m.Replace != nil {
-					kube = m.Replace.Version
-				}
+			v := m.Version
+			if m.Replace != nil {
+				v = m.Replace.Version
+			}
+			switch {
+			case m.Path == "k8s.io/kubernetes":
+				kube = v
+			// The controller links client-go but not k8s.io/kubernetes;
+			// client-go v0.N.M is Kubernetes v1.N.M.
+			case m.Path == "k8s.io/client-go" && kube == "unknown" && strings.HasPrefix(v, "v0."):
+				kube = "v1." + strings.TrimPrefix(v, "v0.")
 			}
 		}
 	}
