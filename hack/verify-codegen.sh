@@ -9,7 +9,7 @@ trap 'rm -rf "$scratch"' EXIT
 tar -C "$root" --exclude=./bin --exclude=./.git --exclude=./.phalanx -cf - . | tar -C "$scratch" -xf -
 "$root/hack/update-codegen.sh" "$scratch" >/dev/null
 status=0
-for p in apis/scheduling/v1alpha1/zz_generated.deepcopy.go pkg/workloadbuilder/zz_generated.deepcopy.go pkg/generated manifests/crds manifests/components/scheduler-plugins-crd; do
+for p in apis/scheduling/v1alpha1/zz_generated.deepcopy.go pkg/workloadbuilder/zz_generated.deepcopy.go pkg/generated manifests/crds manifests/components/scheduler-plugins-crd charts/phalanx/crds; do
   if ! diff -ru "$root/$p" "$scratch/$p"; then
     status=1
   fi

@@ -31,6 +31,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/controller"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
+	"github.com/phalanx-sched/phalanx/pkg/version"
 )
 
 const (
@@ -59,10 +60,15 @@ func main() {
 	f.metrics = newMetricsServing()
 	f.metrics.addFlags(fs)
 	fs.IntVar(&f.workers, "workers", 4, "keys each controller reconciles concurrently")
+	printVersion := fs.Bool("version", false, "print the version and commit, and exit")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
 	_ = fs.Parse(os.Args[1:])
+	if *printVersion {
+		fmt.Println(version.String("phalanx-controller"))
+		return
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

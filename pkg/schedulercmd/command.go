@@ -48,6 +48,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/inspect"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
+	"github.com/phalanx-sched/phalanx/pkg/version"
 )
 
 // DefaultPort is where /debug/phalanx is served: beside kube-scheduler's
@@ -134,6 +135,12 @@ Lease; then it stops as kube-scheduler does.`,
 }
 
 func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.Duration, limits inspect.Limits) error {
+	// kube-scheduler's --version names only the Kubernetes release; this
+	// binary is also a Phalanx release, which is what an operator asks.
+	if f := cmd.Flags().Lookup("version"); f != nil && f.Value.String() != "false" {
+		fmt.Println(version.String(cmd.Name()))
+		os.Exit(0)
+	}
 	verflag.PrintAndExitIfRequested()
 	if drainTimeout < 0 {
 		return fmt.Errorf("--%s=%v: must not be negative", DrainTimeoutFlag, drainTimeout)

@@ -37,10 +37,15 @@ type Options struct {
 	// directory, removed on Stop, is used when empty.
 	Dir string
 	// KubeconfigPath is where the admin kubeconfig is written; default
-	// <Dir>/kubeconfig.
+	// <Dir>/kubeconfig. It is written last, once everything Start was
+	// asked for serves (CRDs, nodes, devices, controllers, scheduler), and
+	// atomically: whoever sees the file may use the cluster at once.
 	KubeconfigPath string
 	// Topology, when set, creates simulated nodes.
 	Topology *Topology
+	// Devices, when set (with Topology), publishes DRA devices on every
+	// simulated node, as PublishDevices does, before Start returns.
+	Devices *Devices
 	// Scheduler starts the Phalanx scheduler in-process.
 	Scheduler bool
 	// SchedulerConfig is the KubeSchedulerConfiguration to run; default
@@ -110,6 +115,13 @@ type Cluster struct {
 	Phalanx        versioned.Interface
 	Dir            string
 	KubeconfigPath string
+
+	// componentKubeconfig is the admin kubeconfig the in-process
+	// components read while KubeconfigPath does not exist yet.
+	componentKubeconfig string
+	// ready is set once Start has written KubeconfigPath; a scheduler
+	// restarted afterwards rewrites it with its diagnostics endpoint.
+	ready bool
 
 	opts      Options
 	ctx       context.Context
@@ -191,7 +203,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if c.KubeconfigPath == "" {
 		c.KubeconfigPath = filepath.Join(c.Dir, "kubeconfig")
 	}
-	if err = WriteKubeconfig(c.Config, c.KubeconfigPath); err != nil {
+	// A user or script waits for KubeconfigPath to appear and then uses
+	// the cluster, so the components started here read a kubeconfig of
+	// their own, and KubeconfigPath is written at the very end.
+	c.componentKubeconfig = filepath.Join(c.Dir, "components.kubeconfig")
+	if err = WriteKubeconfig(c.Config, c.componentKubeconfig); err != nil {
 		return c, err
 	}
 	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
@@ -216,6 +232,13 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		if err = CreateNodes(ctx, c.Client, opts.Topology.Nodes()); err != nil {
 			return c, err
 		}
+		if opts.Devices != nil {
+			if err = PublishDevices(ctx, c.Client, opts.Topology.Nodes(), *opts.Devices); err != nil {
+				return c, fmt.Errorf("publish DRA devices: %w", err)
+			}
+		}
+	} else if opts.Devices != nil {
+		return c, errors.New("Devices needs a Topology whose nodes carry them")
 	}
 	if opts.NodeAgent {
 		startNodeAgent(ctx, c.Client)
@@ -234,7 +257,23 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return c, err
 		}
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err = c.writeUserKubeconfig(); err != nil {
+		return c, err
+	}
+	c.ready = true
 	return c, nil
+}
+
+// writeUserKubeconfig writes KubeconfigPath, with the running scheduler's
+// diagnostics endpoint if it serves one. Callers hold c.mu.
+func (c *Cluster) writeUserKubeconfig() error {
+	var diag *debugapi.Endpoint
+	if c.scheduler != nil {
+		diag = c.scheduler.Diagnostics()
+	}
+	return writeKubeconfig(c.Config, c.KubeconfigPath, diag)
 }
 
 // StartScheduler starts (or restarts) the in-process Phalanx scheduler.
@@ -257,15 +296,16 @@ func (c *Cluster) StartScheduler(ctx context.Context) (*Scheduler, error) {
 	}
 	var so SchedulerOptions
 	if c.opts.Diagnostics {
-		so.DiagnosticsKubeconfig = c.KubeconfigPath
+		so.DiagnosticsKubeconfig = c.componentKubeconfig
 	}
 	s, err := StartSchedulerWith(ctx, path, so)
 	if err != nil {
 		return nil, err
 	}
 	c.scheduler = s
-	if ep := s.Diagnostics(); ep != nil {
-		if err := writeKubeconfig(c.Config, c.KubeconfigPath, ep); err != nil {
+	// Before Start is done, Start writes the kubeconfig itself, last.
+	if c.ready && s.Diagnostics() != nil {
+		if err := c.writeUserKubeconfig(); err != nil {
 			s.Stop()
 			c.scheduler = nil
 			return nil, err
@@ -329,7 +369,7 @@ func (c *Cluster) writeSchedulerConfig(base []byte) (string, error) {
 		return "", fmt.Errorf("parse scheduler config: %w", err)
 	}
 	cfg["clientConnection"] = map[string]interface{}{
-		"kubeconfig": c.KubeconfigPath, "qps": 5000, "burst": 10000,
+		"kubeconfig": c.componentKubeconfig, "qps": 5000, "burst": 10000,
 	}
 	cfg["leaderElection"] = map[string]interface{}{"leaderElect": false}
 	names := c.opts.ExtraSchedulerNames
@@ -342,7 +382,21 @@ func (c *Cluster) writeSchedulerConfig(base []byte) (string, error) {
 			return "", errors.New("scheduler config has no profiles")
 		}
 		first, _ := profiles[0].(map[string]interface{})
+		served := map[string]bool{}
+		for _, p := range profiles {
+			if name, ok := p.(map[string]interface{})["schedulerName"].(string); ok {
+				served[name] = true
+			} else {
+				// kube-scheduler's default for a profile without a name.
+				served["default-scheduler"] = true
+			}
+		}
 		for _, name := range names {
+			// A user's configuration may serve the name already
+			// (replace-default): a second profile of it is invalid.
+			if served[name] {
+				continue
+			}
 			clone := map[string]interface{}{}
 			for k, v := range first {
 				clone[k] = v
@@ -386,7 +440,9 @@ func WriteKubeconfig(cfg *restclient.Config, path string) error {
 }
 
 // writeKubeconfig writes an admin kubeconfig, with where the scheduler
-// serves its diagnostics when diag is set.
+// serves its diagnostics when diag is set. It writes a temporary file
+// beside path and renames it over path, so that a reader never sees a
+// partly written file.
 func writeKubeconfig(cfg *restclient.Config, path string, diag *debugapi.Endpoint) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
@@ -409,7 +465,29 @@ func writeKubeconfig(cfg *restclient.Config, path string, diag *debugapi.Endpoin
 	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
 	kc.Contexts["phalanx-sandbox"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: "admin"}
 	kc.CurrentContext = "phalanx-sandbox"
-	return clientcmd.WriteToFile(*kc, path)
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	// The file holds the admin token: readable by its owner only, as
+	// clientcmd writes it.
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // knownGate reports whether gate is registered; Enabled panics on one

@@ -105,6 +105,17 @@ func (s *Scheduler) NominatedPods(nodes []string) map[string][]string {
 	return out
 }
 
+// SchedulerNames returns the schedulerNames the scheduler serves, one per
+// profile, sorted.
+func (s *Scheduler) SchedulerNames() []string {
+	var names []string
+	for name := range s.sched.Profiles {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // InformerFactory is the scheduler's shared informer factory.
 func (s *Scheduler) InformerFactory() informers.SharedInformerFactory { return s.informer }
 

@@ -2,12 +2,12 @@ package gang
 
 import (
 	"github.com/phalanx-sched/phalanx/pkg/gangcore"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 
 	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 )
 
 // defaultPermitWaitingTimeSeconds bounds how long reserved members wait in
@@ -60,7 +60,7 @@ type pluginArgs struct {
 func decodeArgs(obj runtime.Object) (pluginArgs, error) {
 	args := pluginArgs{}
 	if obj != nil {
-		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+		if err := pluginrt.DecodeArgs(obj, &args); err != nil {
 			return args, fmt.Errorf("decode %s args: %w", Name, err)
 		}
 	}

@@ -5,10 +5,10 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/reservation"
 )
 
@@ -55,7 +55,7 @@ var defaultRankLevels = []string{
 func decodeArgs(obj runtime.Object) (pluginArgs, placement.Options, error) {
 	args := pluginArgs{}
 	if obj != nil {
-		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+		if err := pluginrt.DecodeArgs(obj, &args); err != nil {
 			return args, placement.Options{}, fmt.Errorf("decode %s args: %w", Name, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -69,11 +70,22 @@ func up(args []string) error {
 	fs.StringVar(&topo.CPU, "cpu", topo.CPU, "cpu per node")
 	fs.StringVar(&topo.Memory, "memory", topo.Memory, "memory per node")
 	draDevices := fs.Int("dra-devices", 0, "GPUs per node published as DRA devices (driver and DeviceClass "+sandbox.DeviceDriver+") through upstream's ResourceSlice controller; 0 publishes none")
-	kubeconfig := fs.String("kubeconfig", ".phalanx/kubeconfig", "where to write the admin kubeconfig")
+	kubeconfig := fs.String("kubeconfig", ".phalanx/kubeconfig", "where to write the admin kubeconfig (written last: when it appears, the sandbox is ready)")
+	configFile := fs.String("config", "", "a KubeSchedulerConfiguration for the sandbox's scheduler, validated as phalanx-scheduler --config validates it; its clientConnection and leaderElection are replaced for the sandbox (default: config/second-scheduler.yaml)")
 	dir := fs.String("dir", "", "data directory (default: a temporary directory removed on exit)")
 	verbosity := fs.Int("v", 0, "log verbosity of the control plane")
 	_ = fs.Parse(args)
 	quietLogs(*verbosity)
+
+	// A wrong configuration is refused before anything starts, with the
+	// path of the field at fault.
+	var schedulerConfig []byte
+	if *configFile != "" {
+		var err error
+		if schedulerConfig, err = sandbox.LoadSchedulerConfig(*configFile); err != nil {
+			return err
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -81,11 +93,19 @@ func up(args []string) error {
 	start := time.Now()
 	fmt.Printf("Starting sandbox: %d zones × %d racks × %d nodes (%s cpu, %s memory, %d GPUs each)...\n",
 		topo.Zones, topo.RacksPerZone, topo.NodesPerRack, topo.CPU, topo.Memory, topo.GPUs)
+	var devices *sandbox.Devices
+	if *draDevices > 0 {
+		devices = &sandbox.Devices{PerNode: *draDevices}
+	}
+	// Start writes the kubeconfig last, once nodes, devices, CRDs,
+	// controllers and the scheduler serve: a script may wait for the file
+	// and use the cluster at once.
 	cluster, err := sandbox.Start(ctx, sandbox.Options{
 		Dir:                  *dir,
 		KubeconfigPath:       *kubeconfig,
 		Topology:             &topo,
 		Scheduler:            true,
+		SchedulerConfig:      schedulerConfig,
 		AlsoDefaultScheduler: true,
 		NodeAgent:            true,
 		Controllers:          true,
@@ -94,18 +114,16 @@ func up(args []string) error {
 		// objects in manifests/samples/scheduler-plugins run unchanged.
 		ExtraSchedulerNames: []string{"scheduler-plugins-scheduler"},
 		Diagnostics:         true,
+		Devices:             devices,
 	})
 	if err != nil {
 		return err
 	}
 	defer cluster.Stop()
 	if *draDevices > 0 {
-		if err := sandbox.PublishDevices(ctx, cluster.Client, topo.Nodes(), sandbox.Devices{PerNode: *draDevices}); err != nil {
-			return fmt.Errorf("publish DRA devices: %w", err)
-		}
 		fmt.Printf("Published %d DRA devices per node (DeviceClass %s); try manifests/samples/dra-gang.yaml.\n", *draDevices, sandbox.DeviceClass)
 	}
-	fmt.Printf(`Sandbox ready in %.1fs: %d nodes, Phalanx serving schedulerName phalanx-scheduler, default-scheduler and scheduler-plugins-scheduler.
+	fmt.Printf(`Sandbox ready in %.1fs: %d nodes, Phalanx serving schedulerName %s.
 
   export KUBECONFIG=%s
   kubectl get nodes -L topology.kubernetes.io/zone,topology.phalanx.dev/block,topology.phalanx.dev/rack
@@ -120,7 +138,7 @@ kubectl phalanx asks the scheduler (diagnostics at %s; the kubeconfig says where
   kubectl phalanx top
 
 Press Ctrl-C to stop.
-`, time.Since(start).Seconds(), topo.Size(), *kubeconfig, diagnosticsAddress(cluster))
+`, time.Since(start).Seconds(), topo.Size(), strings.Join(cluster.Scheduler().SchedulerNames(), ", "), *kubeconfig, diagnosticsAddress(cluster))
 	<-ctx.Done()
 	fmt.Println("\nStopping sandbox...")
 	return nil
