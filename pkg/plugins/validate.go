@@ -5,6 +5,7 @@ import (
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
@@ -22,9 +23,11 @@ func ValidateArgs(cfg *schedconfig.KubeSchedulerConfiguration) field.ErrorList {
 			var err error
 			switch pc.Name {
 			case gang.Name:
-				_, err = gang.DecodeArgs(pc.Args)
+				err = gang.ValidateArgs(pc.Args)
 			case topology.Name:
-				_, _, err = topology.DecodeArgs(pc.Args)
+				err = topology.ValidateArgs(pc.Args)
+			case preemption.Name:
+				err = preemption.ValidateArgs(pc.Args)
 			}
 			if err != nil {
 				errs = append(errs, field.Invalid(path, field.OmitValueType{}, err.Error()))

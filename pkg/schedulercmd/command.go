@@ -46,6 +46,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/graceful"
 	"github.com/phalanx-sched/phalanx/pkg/inspect"
+	"github.com/phalanx-sched/phalanx/pkg/plugins"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/version"
@@ -157,6 +158,15 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 			return err
 		}
 		opts.InformerName = name
+	}
+	// The plugins would refuse bad args too, but only while the scheduler
+	// builds its profiles, and without the field's path in the file.
+	if opts.ConfigFile != "" {
+		if cfg, err := options.LoadConfigFromFile(klog.Background(), opts.ConfigFile); err == nil {
+			if errs := plugins.ValidateArgs(cfg); len(errs) > 0 {
+				return fmt.Errorf("scheduler configuration %s is not valid: %w", opts.ConfigFile, errs.ToAggregate())
+			}
+		}
 	}
 	l := graceful.New(context.Background(), server.SetupSignalContext(), drainTimeout)
 	ctx := l.Context()

@@ -56,6 +56,13 @@ type pluginArgs struct {
 	MemberScheduledEvents bool `json:"memberScheduledEvents,omitempty"`
 }
 
+// ValidateArgs checks obj as the plugin reads its args when the scheduler
+// starts, for a configuration checked before it runs.
+func ValidateArgs(obj runtime.Object) error {
+	_, err := decodeArgs(obj)
+	return err
+}
+
 // decodeArgs reads and validates the plugin args, applying defaults.
 func decodeArgs(obj runtime.Object) (pluginArgs, error) {
 	args := pluginArgs{}

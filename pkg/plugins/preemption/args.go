@@ -5,7 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // defaultMaxMinRuntimeSeconds caps the minimum runtime a group, pod or
@@ -36,11 +37,18 @@ type pluginArgs struct {
 	MaxMinRuntimeSeconds *int64 `json:"maxMinRuntimeSeconds,omitempty"`
 }
 
+// ValidateArgs checks obj as the plugin reads its args when the scheduler
+// starts, for a configuration checked before it runs.
+func ValidateArgs(obj runtime.Object) error {
+	_, err := decodeArgs(obj)
+	return err
+}
+
 // decodeArgs reads and validates the plugin args, applying defaults.
 func decodeArgs(obj runtime.Object) (pluginArgs, error) {
 	args := pluginArgs{}
 	if obj != nil {
-		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+		if err := pluginrt.DecodeArgs(obj, &args); err != nil {
 			return args, fmt.Errorf("decode %s args: %w", Name, err)
 		}
 	}

@@ -51,6 +51,13 @@ var defaultRankLevels = []string{
 	"topology.phalanx.dev/rack",
 }
 
+// ValidateArgs checks obj as the plugin reads its args when the scheduler
+// starts, for a configuration checked before it runs.
+func ValidateArgs(obj runtime.Object) error {
+	_, _, err := decodeArgs(obj)
+	return err
+}
+
 // decodeArgs reads and validates the args, applying defaults.
 func decodeArgs(obj runtime.Object) (pluginArgs, placement.Options, error) {
 	args := pluginArgs{}
