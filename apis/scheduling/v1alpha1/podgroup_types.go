@@ -82,12 +82,11 @@ type PodGroupSpec struct {
 	// +optional
 	PreemptionPolicy *PreemptionPolicy `json:"preemptionPolicy,omitempty"`
 	// MinRuntimeSeconds protects the group's running members from
-	// preemption by pods of higher priority for this long after the group
-	// became whole (its minCount-th member bound; a member bound later,
-	// from its own bind). The scheduler profile caps it (PhalanxPreemption's
-	// maxMinRuntimeSeconds, default 3600). Unset takes the PriorityClass's
-	// scheduling.phalanx.dev/min-runtime-seconds annotation, then the
-	// profile's default. It may change at any time.
+	// preemption by higher-priority pods for this long after the group
+	// became whole (a member bound later: after its own bind), capped by
+	// PhalanxPreemption's maxMinRuntimeSeconds (default 3600). Unset: the
+	// PriorityClass's annotation, then the profile's default. It may change
+	// at any time.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=604800
