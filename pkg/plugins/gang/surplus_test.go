@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -49,7 +50,13 @@ func (w *waitingPod) Reject(_, _ string) bool {
 }
 
 func (h *waitingHandle) Activate(klog.Logger, map[string]*corev1.Pod) {}
-func (h *waitingHandle) SnapshotSharedLister() fwk.SharedLister       { return h.snapshot }
+
+// EventRecorder drops events: the "still waiting" timer of a member left
+// in Permit may fire after the test has ended (held.go).
+func (h *waitingHandle) EventRecorder() events.EventRecorderLogger {
+	return events.NewFakeRecorder(100)
+}
+func (h *waitingHandle) SnapshotSharedLister() fwk.SharedLister { return h.snapshot }
 func (h *waitingHandle) GetWaitingPod(uid types.UID) fwk.WaitingPod {
 	h.mu.Lock()
 	defer h.mu.Unlock()
