@@ -157,12 +157,19 @@ func (c *capacity) memoAt(k groups.Key, gen uint64) (groups.Memo, string) {
 // rev when it is known.
 func (c *capacity) judge(g groups.Info, rev uint64, revOK bool, alloc []placement.Resources, gen uint64, members []*corev1.Pod) string {
 	msg := gangcore.ExceedsAllocatable(g.MinCount, requestsOf(members), alloc)
-	if revOK {
-		c.mu.Lock()
-		c.verdicts[g.Key] = capacityVerdict{rev: rev, gen: gen, msg: msg}
-		c.mu.Unlock()
-	}
+	c.remember(g, rev, revOK, gen, msg)
 	return msg
+}
+
+// remember keeps msg as g's size verdict at revision rev and node
+// generation gen, when rev is known.
+func (c *capacity) remember(g groups.Info, rev uint64, revOK bool, gen uint64, msg string) {
+	if !revOK {
+		return
+	}
+	c.mu.Lock()
+	c.verdicts[g.Key] = capacityVerdict{rev: rev, gen: gen, msg: msg}
+	c.mu.Unlock()
 }
 
 // requestsOf are the requests of each of members, as the planner reads them.

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/pkg/gangcore"
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
 )
@@ -41,6 +42,41 @@ type preFilterRead struct {
 	// mendAsked is false when the View's unit already has an open
 	// recovery or was seen whole: the unit's bound members were not read.
 	mendAsked bool
+
+	// checked holds the core's answers for this read (check), so the
+	// checks below it ask the core nothing more.
+	checked *gangcore.PreFilterVerdict
+}
+
+// check asks the core, in one call, every question PreFilter has of this
+// read that the plugin's memos do not answer, remembers the member and
+// size verdicts under the revision read, and keeps the answers in r.
+func (pl *Gang) check(pod *corev1.Pod, v *groups.View, r *preFilterRead) {
+	in := gangcore.PreFilterInput{Ref: pod, Root: v.Chain.Root(), Priority: v.Priority, Policy: v.Policy,
+		Quorum: r.Quorum, Short: r.Short}
+	in.CheckMembers = !r.validated.Covers(r.Rev, r.RevKnown)
+	if in.CheckMembers {
+		in.Members = r.Members
+	}
+	in.CheckSize = r.sizeAsked() && !r.sizeMemo.Covers(r.Rev, r.RevKnown)
+	if in.CheckSize {
+		in.MinCount, in.Requests, in.Alloc = r.Leaf.MinCount, requestsOf(r.LeafMembers), r.alloc
+	}
+	verdict := gangcore.PreFilterChecks(in)
+	r.checked = &verdict
+	if in.CheckMembers {
+		pl.rememberValidation(pod, v, r, verdict.Disagreement)
+		r.validated, r.validatedMsg = groups.Memo{Rev: r.Rev, OK: true}, verdict.Disagreement
+	}
+	if in.CheckSize {
+		pl.shared.capacity.remember(r.Leaf, r.Rev, r.RevKnown, r.gen, verdict.TooLarge)
+		r.sizeMemo, r.sizeMsg = groups.Memo{Rev: r.Rev, OK: true}, verdict.TooLarge
+	}
+}
+
+// sizeAsked reports whether the size check applies to r's leaf.
+func (r *preFilterRead) sizeAsked() bool {
+	return r.sized && r.LeafOK && r.Leaf.Gang && r.Leaf.MinCount > 0
 }
 
 // read takes the facts PreFilter decides from for pod, whose View v

@@ -319,6 +319,7 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 	// Everything below is decided from one read of the cache: the checks
 	// see the same members, counts and revision.
 	r := pl.read(pod, v, true)
+	pl.check(pod, v, r)
 	if msg := pl.membersInvalid(pod, v, r); msg != "" {
 		return nil, invalid(msg)
 	}
@@ -326,7 +327,7 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil, pl.refuseInvalid(state, pod, r.Err.Error())
 	}
 	if !r.Quorum {
-		return nil, refuse(state, pluginrt.GroupIncomplete, gangcore.WaitingMessage(r.Short))
+		return nil, refuse(state, pluginrt.GroupIncomplete, r.checked.Waiting)
 	}
 	if msg := pl.tooLarge(r); msg != "" {
 		leaf := ch.Leaf()
@@ -364,10 +365,10 @@ func refuse(state fwk.CycleState, v pluginrt.GroupVerdict, msg string) *fwk.Stat
 // the revision read with it: a minCount changed after the View was built
 // is judged at its new value.
 func (pl *Gang) tooLarge(r *preFilterRead) string {
-	if !r.sized || !r.LeafOK || !r.Leaf.Gang || r.Leaf.MinCount <= 0 {
+	if !r.sizeAsked() {
 		return ""
 	}
-	if r.sizeMemo.Covers(r.Rev, r.RevKnown) {
+	if r.checked != nil || r.sizeMemo.Covers(r.Rev, r.RevKnown) {
 		return r.sizeMsg
 	}
 	return pl.shared.capacity.judge(r.Leaf, r.Rev, r.RevKnown, r.alloc, r.gen, r.LeafMembers)

@@ -42,18 +42,23 @@ func (pl *Gang) validationMemo(pod *corev1.Pod, v *groups.View) (groups.Memo, st
 // depends on the hierarchy's revision and the wanted values: a 1,000-member
 // gang scans once, not once per member.
 func (pl *Gang) membersInvalid(pod *corev1.Pod, v *groups.View, r *preFilterRead) string {
-	if r.validated.Covers(r.Rev, r.RevKnown) {
+	if r.checked != nil || r.validated.Covers(r.Rev, r.RevKnown) {
 		return r.validatedMsg
 	}
-	want := verdict{rev: r.Rev, priority: v.Priority, policy: v.Policy, schedulerName: pod.Spec.SchedulerName,
-		msg: gangcore.DisagreementAt(pod, r.Members, v.Chain.Root(), v.Priority, v.Policy)}
-	if r.RevKnown {
-		// The entry lives as long as the hierarchy's root (forgetVerdict).
-		pl.verdictMu.Lock()
-		pl.verdicts[v.Root()] = want
-		pl.verdictMu.Unlock()
+	msg := gangcore.DisagreementAt(pod, r.Members, v.Chain.Root(), v.Priority, v.Policy)
+	pl.rememberValidation(pod, v, r, msg)
+	return msg
+}
+
+// rememberValidation keeps msg as the verdict of the scan of r's members.
+func (pl *Gang) rememberValidation(pod *corev1.Pod, v *groups.View, r *preFilterRead, msg string) {
+	if !r.RevKnown {
+		return
 	}
-	return want.msg
+	// The entry lives as long as the hierarchy's root (forgetVerdict).
+	pl.verdictMu.Lock()
+	pl.verdicts[v.Root()] = verdict{rev: r.Rev, priority: v.Priority, policy: v.Policy, schedulerName: pod.Spec.SchedulerName, msg: msg}
+	pl.verdictMu.Unlock()
 }
 
 // validate is the whole agreement check, both halves: PostFilter asks it
