@@ -54,6 +54,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/controller"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
@@ -406,10 +407,11 @@ func TestConfigProfilesLoadValidateAndSchedule(t *testing.T) {
 			require.NotEmpty(t, cfg.Profiles)
 			for _, prof := range cfg.Profiles {
 				for _, pc := range prof.PluginConfig {
-					// Each plugin's own TestShippedProfilesArgsDecode
-					// decodes its args from these files.
+					// pkg/plugins' TestShippedProfilesArgsValidate checks
+					// these files' args through plugins.ValidateArgs,
+					// which knows these plugins' args.
 					if strings.HasPrefix(pc.Name, "Phalanx") {
-						assert.Contains(t, []string{gang.Name, topology.Name}, pc.Name, "args for %s are decoded by no test: add its TestShippedProfilesArgsDecode", pc.Name)
+						assert.Contains(t, []string{gang.Name, topology.Name, preemption.Name}, pc.Name, "args for %s are checked by no test: teach plugins.ValidateArgs its args", pc.Name)
 					}
 				}
 			}
