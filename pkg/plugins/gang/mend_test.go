@@ -162,20 +162,7 @@ func (n recordedNominations) AddNominatedPod(_ klog.Logger, pi fwk.PodInfo, ni *
 // this the member would hold the node for as long as it stays pending.
 func TestRecoveryEndingGivesBackTheRetryNomination(t *testing.T) {
 	pl := mendGang(t)
-	ctx := context.Background()
-	var members []*corev1.Pod
-	for i := 0; i < 2; i++ {
-		members = append(members, labelMember("g", i))
-		fedOf(pl).OnPod(members[i])
-		require.Nil(t, pl.Reserve(ctx, nil, members[i], "n-"+members[i].Name))
-	}
-	require.True(t, pl.shared.drain.admit("label group ns/g", members))
-	pl.Unreserve(ctx, nil, members[0], "n-g-0")
-	leaf := groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"}
-	pl.shared.mends.mu.Lock()
-	m := pl.shared.mends.open[leaf]
-	pl.shared.mends.mu.Unlock()
-	require.NotNil(t, m)
+	members, leaf, m := failedBind(t, pl)
 	fedOf(pl).OnPodDeleted(members[1])
 
 	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain", UID: "plain"}}
@@ -201,22 +188,10 @@ func TestRetryWaitsWhileItsGangIsEvicted(t *testing.T) {
 	pl.handle.(*drainHandle).client = fake.NewSimpleClientset()
 	pl.podLister = corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	ctx := context.Background()
-	var members []*corev1.Pod
-	for i := 0; i < 2; i++ {
-		members = append(members, labelMember("g", i))
-		fedOf(pl).OnPod(members[i])
-		require.Nil(t, pl.Reserve(ctx, nil, members[i], "n-"+members[i].Name))
-	}
-	require.True(t, pl.shared.drain.admit("label group ns/g", members))
-	pl.Unreserve(ctx, nil, members[0], "n-g-0")
+	members, leaf, m := failedBind(t, pl)
 	bound := members[1].DeepCopy()
 	bound.Spec.NodeName = "n-g-1"
 	fedOf(pl).OnPod(bound)
-	leaf := groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"}
-	pl.shared.mends.mu.Lock()
-	m := pl.shared.mends.open[leaf]
-	pl.shared.mends.mu.Unlock()
-	require.NotNil(t, m)
 
 	pl.mendDue(leaf, m)
 	require.Nil(t, pl.Reserve(ctx, nil, members[0], "n-g-0"))
@@ -233,6 +208,28 @@ func TestRetryWaitsWhileItsGangIsEvicted(t *testing.T) {
 	st, _ = pl.Permit(ctx, nil, members[0], "n-g-0")
 	assert.NotContains(t, st.Message(), "being evicted", "the eviction is over once its victims are terminating")
 	assert.False(t, pl.shared.mends.evictingAny())
+}
+
+// failedBind has Permit let label gang g's two members through together
+// and g-0's binding fail, and returns the members, the gang and its open
+// recovery.
+func failedBind(t *testing.T, pl *Gang) ([]*corev1.Pod, groups.Key, *mend) {
+	t.Helper()
+	ctx := context.Background()
+	var members []*corev1.Pod
+	for i := 0; i < 2; i++ {
+		members = append(members, labelMember("g", i))
+		fedOf(pl).OnPod(members[i])
+		require.Nil(t, pl.Reserve(ctx, nil, members[i], "n-"+members[i].Name))
+	}
+	require.True(t, pl.shared.drain.admit("label group ns/g", members))
+	pl.Unreserve(ctx, nil, members[0], "n-g-0")
+	leaf := groups.Key{Kind: groups.LabelKind, Namespace: "ns", Name: "g"}
+	pl.shared.mends.mu.Lock()
+	m := pl.shared.mends.open[leaf]
+	pl.shared.mends.mu.Unlock()
+	require.NotNil(t, m, "the gang's recovery is open")
+	return members, leaf, m
 }
 
 func mendGang(t *testing.T) *Gang {
