@@ -400,3 +400,54 @@ func TestVictimsThatIgnoreSIGTERMAreEvictedOnce(t *testing.T) {
 	}
 	assert.LessOrEqual(t, len(preempted), 2, "Preempted events: %v", preempted)
 }
+
+// TestNoEvictionForAMemberNoNodeCanTake: a gang whose members each need a
+// node of their own (required anti-affinity among them) lost one member
+// with its node, and the two nodes left each hold a sibling and are full on
+// pod count. Evicting the pod beside a sibling makes room by count, but the
+// sibling still refuses the member, so no eviction can make the gang whole:
+// the low-priority pods keep running and the member holds no node. The
+// probe used to stop at the pod-count refusal, which the planner models,
+// and so never saw the anti-affinity behind it.
+func TestNoEvictionForAMemberNoNodeCanTake(t *testing.T) {
+	c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 3, CPU: "4", Memory: "32Gi", Pods: 2})
+	ctx := context.Background()
+	ns := namespace(t, c)
+	pg := gangPG("k", 3)
+	pg.Spec.PriorityClassName = "high"
+	createPodGroup(t, c, ns, pg)
+	memberPod := func(i int) *corev1.Pod {
+		p := member{name: fmt.Sprintf("k-%d", i), labels: inGroup("k"), cpu: "1", priorityClass: "high"}.pod()
+		antiAffinity(sandbox.HostnameLabel, inGroup("k"))(p)
+		return p
+	}
+	for i := 0; i < 3; i++ {
+		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, memberPod(i), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	waitBound(t, c, ns, "k-", 3)
+
+	lost, err := c.Client.CoreV1().Pods(ns).Get(ctx, "k-2", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, c.Client.CoreV1().Nodes().Delete(ctx, lost.Spec.NodeName, metav1.DeleteOptions{}))
+	require.NoError(t, c.Client.CoreV1().Pods(ns).Delete(ctx, "k-2", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+	eventually(t, 30*time.Second, "k-2 gone", func() (bool, error) {
+		_, err := c.Client.CoreV1().Pods(ns).Get(ctx, "k-2", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	// One low pod beside each sibling fills its node's pod count.
+	lowNS := namespace(t, c)
+	createPods(t, c, lowNS, member{name: "low-0", cpu: "1", priorityClass: "low"}, member{name: "low-1", cpu: "1", priorityClass: "low"})
+	waitBound(t, c, lowNS, "low-", 2)
+
+	_, err = c.Client.CoreV1().Pods(ns).Create(ctx, memberPod(2), metav1.CreateOptions{})
+	require.NoError(t, err)
+	msg := failedSchedulingFor(t, c, ns, "k-2")
+	assert.Contains(t, msg, "InterPodAffinity", "the member is told the siblings' nodes refuse it")
+	consistently(t, 4*time.Second, "both low pods keep running", func() bool {
+		return len(podNames(t, c, lowNS, "low-")) == 2 && boundWithPrefix(t, c, lowNS, "low-") == 2
+	})
+	p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "k-2", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, p.Status.NominatedNodeName, "k-2 holds no node")
+}

@@ -255,6 +255,7 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 	state := framework.NewCycleState()
 	state.Write(stateKey, marker{})
 	pre, st, _ := r.RunPreFilterPlugins(ctx, state, probe)
+	p.skipModelled(state)
 	if !st.IsSuccess() && !st.IsSkip() {
 		if st.Code() == fwk.Error {
 			return nil, fmt.Errorf("probe PreFilter for %s: %w", pod.Name, st.AsError())
@@ -404,6 +405,20 @@ func verdictOf(st *fwk.Status) Verdict {
 	return Verdict{Plugin: st.Plugin(), Reasons: strings.Join(st.Reasons(), ", ")}
 }
 
+// skipModelled keeps the filters whose refusals the caller models from
+// running at all. The framework stops at a node's first refusal, so a
+// modelled one (a node full by pod count) would hide a refusal the caller
+// does not model behind it (a sibling's anti-affinity); the caller drops
+// the modelled verdict and would take the node for usable once room is
+// made there, and preemption would evict for nothing. Not running them
+// also spares their cost on every node.
+func (p *Prober) skipModelled(state fwk.CycleState) {
+	if p.modelled.Len() == 0 {
+		return
+	}
+	state.SetSkipFilterPlugins(state.GetSkipFilterPlugins().Union(p.modelled))
+}
+
 // resourceFree is a copy of pod that asks for no resources and has a UID of
 // its own, so the profile judges everything but room: room is the
 // planner's, counted with what the rest of the group takes. Devices are
@@ -449,6 +464,7 @@ func (p *Prober) Blockers(ctx context.Context, pod *corev1.Pod, ni fwk.NodeInfo,
 	if _, st, _ := r.RunPreFilterPlugins(ctx, state, probe); !st.IsSuccess() && !st.IsSkip() {
 		return nil, false, nil
 	}
+	p.skipModelled(state)
 	node := ni.Snapshot()
 	logger := klog.FromContext(ctx)
 	var removed []fwk.PodInfo
