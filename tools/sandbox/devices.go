@@ -3,13 +3,16 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 )
@@ -47,11 +50,30 @@ func PublishDevices(ctx context.Context, client kubernetes.Interface, nodes []*c
 		return err
 	}
 	syncDelay := 100 * time.Millisecond
+	// The harness's own watch ends with the publishing; the controllers
+	// keep theirs.
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	seen, err := watchSlices(wctx, client, d.Driver)
+	if err != nil {
+		return err
+	}
 	// A controller starts with an informer sync of its own: started one
-	// after another they took a second per node.
+	// after another they took a second per node, and thousands started
+	// at once (a 5,000-node bench) timed etcd out on a two-core machine.
+	// So a few start at a time, each slot waiting for its node's slice.
+	slots := make(chan struct{}, publishers)
 	errs := make(chan error, len(nodes))
 	for _, n := range nodes {
-		go func() { errs <- publishNode(ctx, client, n, d, &syncDelay) }()
+		go func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			if err := publishNode(ctx, client, n, d, &syncDelay); err != nil {
+				errs <- err
+				return
+			}
+			errs <- seen.wait(wctx, n.Name)
+		}()
 	}
 	for range nodes {
 		if err := <-errs; err != nil {
@@ -59,6 +81,66 @@ func PublishDevices(ctx context.Context, client kubernetes.Interface, nodes []*c
 		}
 	}
 	return waitForSlices(ctx, client, d.Driver, len(nodes))
+}
+
+// publishers is how many node publishers start at once.
+const publishers = 32
+
+// sliceWatch tells when a node's ResourceSlice of one driver exists.
+type sliceWatch struct {
+	mu    sync.Mutex
+	nodes map[string]chan struct{}
+}
+
+func watchSlices(ctx context.Context, client kubernetes.Interface, driver string) (*sliceWatch, error) {
+	w := &sliceWatch{nodes: map[string]chan struct{}{}}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "spec.driver=" + driver
+	}))
+	inf := factory.Resource().V1().ResourceSlices().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		if s, ok := obj.(*resourceapi.ResourceSlice); ok && s.Spec.NodeName != nil {
+			w.signal(*s.Spec.NodeName)
+		}
+	}}); err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	return w, nil
+}
+
+func (w *sliceWatch) ch(node string) chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c, ok := w.nodes[node]
+	if !ok {
+		c = make(chan struct{})
+		w.nodes[node] = c
+	}
+	return c
+}
+
+func (w *sliceWatch) signal(node string) {
+	c := w.ch(node)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
+// wait returns once node's slice exists, or fails after two minutes.
+func (w *sliceWatch) wait(ctx context.Context, node string) error {
+	select {
+	case <-w.ch(node):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("the ResourceSlice of node %s did not appear within 2 minutes", node)
+	}
 }
 
 func publishNode(ctx context.Context, client kubernetes.Interface, n *corev1.Node, d Devices, syncDelay *time.Duration) error {
