@@ -1,7 +1,9 @@
 // Command phalanx-controller runs the Phalanx controllers (pkg/controller):
 // group objects for every Workload, the batch/v1 Job integration, the
 // member counters of PodGroup status, and the status (phase and counters)
-// of scheduler-plugins' PodGroups where their CRD is served. Replicas elect one leader through a
+// of scheduler-plugins' PodGroups where their CRD is served, and, with
+// --provisioning-schedulers, ProvisioningRequests for gangs that ask a
+// cluster autoscaler for their nodes. Replicas elect one leader through a
 // Lease; the others stand by.
 package main
 

@@ -1280,8 +1280,8 @@ func client404(err error) error {
 
 // TestControllerPodUpdatePolicy applies the rendered RBAC and admission
 // policy and acts as phalanx-controller's ServiceAccount: RBAC lets it
-// patch any pod, the policy lets it change only the pod-group label and
-// the gang gate.
+// patch any pod, the policy lets it change only the pod-group label, the
+// gang gate and the ProvisioningRequest annotations.
 func TestControllerPodUpdatePolicy(t *testing.T) {
 	c := startCluster(t, sandbox.Options{})
 	ctx := context.Background()
@@ -1304,7 +1304,7 @@ func TestControllerPodUpdatePolicy(t *testing.T) {
 		_, err := as.CoreV1().Pods(ns).Patch(ctx, "victim", types.StrategicMergePatchType, []byte(p), metav1.PatchOptions{})
 		return err
 	}
-	const policyMsg = "phalanx-controller may change only the scheduling.phalanx.dev/pod-group label and the scheduling.phalanx.dev/gang scheduling gate of a pod, not its images or any other field"
+	const policyMsg = "phalanx-controller may change only the scheduling.phalanx.dev/pod-group label, the scheduling.phalanx.dev/gang scheduling gate and the ProvisioningRequest annotations of a pod, not its images or any other field"
 
 	// The policy takes effect once the API server has loaded it.
 	eventually(t, 30*time.Second, "the controller's image patch to be denied", func() (bool, error) {
@@ -1328,7 +1328,8 @@ func TestControllerPodUpdatePolicy(t *testing.T) {
 		{name: "labelling the pod with its PodGroup and lifting the gang gate in one write", patch: `{"metadata":{"labels":{"scheduling.phalanx.dev/pod-group":"train-workers"}},"spec":{"schedulingGates":[{"$patch":"delete","name":"scheduling.phalanx.dev/gang"}]}}`},
 		{name: "another label", patch: `{"metadata":{"labels":{"app":"other"}}}`, denied: "may change only the scheduling.phalanx.dev/pod-group label"},
 		{name: "another scheduling gate", patch: `{"spec":{"schedulingGates":[{"$patch":"delete","name":"example.com/other"}]}}`, denied: "may only remove the scheduling.phalanx.dev/gang scheduling gate"},
-		{name: "an annotation", patch: `{"metadata":{"annotations":{"example.com/x":"y"}}}`, denied: policyMsg},
+		{name: "marking the pod a consumer of its gang's ProvisioningRequest", patch: `{"metadata":{"annotations":{"autoscaling.x-k8s.io/consume-provisioning-request":"train-workers-provreq-1","autoscaling.x-k8s.io/provisioning-class-name":"best-effort-atomic-scale-up.autoscaling.x-k8s.io","cluster-autoscaler.kubernetes.io/consume-provisioning-request":"train-workers-provreq-1","cluster-autoscaler.kubernetes.io/provisioning-class-name":"best-effort-atomic-scale-up.autoscaling.x-k8s.io"}}}`},
+		{name: "an annotation", patch: `{"metadata":{"annotations":{"example.com/x":"y"}}}`, denied: "may change only the autoscaler's consume-provisioning-request and provisioning-class-name annotations"},
 		{name: "a toleration", patch: `{"spec":{"tolerations":[{"key":"gpu","operator":"Exists"}]}}`, denied: policyMsg},
 	}
 	for _, tc := range tests {
