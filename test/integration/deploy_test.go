@@ -52,6 +52,8 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/config"
 	"github.com/phalanx-sched/phalanx/pkg/controller"
+	"github.com/phalanx-sched/phalanx/pkg/provisioning"
+	"github.com/phalanx-sched/phalanx/pkg/provisioning/autoscalingv1"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
@@ -1149,10 +1151,14 @@ func TestDiagnosticsRolesGrantReadingApartFromFit(t *testing.T) {
 // with the Deployment's flags and nothing but the rendered RBAC: it takes
 // its Lease, reports healthy and ready, turns a Workload into groups and a
 // gang Job into a Workload, a PodGroup and ungated, labelled pods, and
-// counts the bound members in the PodGroup's status.
+// counts the bound members in the PodGroup's status. With
+// --provisioning-schedulers it also asks the sandbox's stand-in autoscaler
+// for a gang's nodes: the request, its templates and the members'
+// annotations pass RBAC and the pod-update policy.
 func TestRBACControllerServiceAccount(t *testing.T) {
 	bin := buildBinary(t, "phalanx-controller")
-	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true})
+	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true,
+		StandInProvisioner: &sandbox.StandInProvisioner{CPU: "8", MaxNodes: 2}})
 	ctx := context.Background()
 	addNodes(t, c, "n", 4, "4", 0)
 	objs := applyRBAC(t, c, "manifests/overlays/second-scheduler")
@@ -1164,7 +1170,8 @@ func TestRBACControllerServiceAccount(t *testing.T) {
 	require.Len(t, containers, 1)
 	deployed, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]interface{}), "args")
 	healthPort, metricsPort := freePort(t), freePort(t)
-	args := []string{"--kubeconfig=" + kubeconfig, "--bind-address=127.0.0.1"}
+	args := []string{"--kubeconfig=" + kubeconfig, "--bind-address=127.0.0.1",
+		"--provisioning-schedulers=phalanx-scheduler", "--provisioning-after=200ms"}
 	for _, a := range deployed {
 		switch {
 		case strings.HasPrefix(a, "--health-addr="):
@@ -1253,6 +1260,26 @@ func TestRBACControllerServiceAccount(t *testing.T) {
 			}
 			return pg.Status.Members == 3 && pg.Status.Scheduled == 3, nil
 		})
+	})
+
+	t.Run("a gang that does not fit gets its nodes from a ProvisioningRequest", func(t *testing.T) {
+		ns := namespace(t, c)
+		pg := gangPG("wide", 2)
+		pg.Annotations = map[string]string{provisioning.GroupAnnotation: provisioning.ModeAtomic}
+		_, err := api.PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+		require.NoError(t, err)
+		for i := range 2 {
+			p := plainPod(fmt.Sprintf("wide-%d", i), "6")
+			p.Labels = map[string]string{v1alpha1.PodGroupLabel: "wide"}
+			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		eventually(t, 60*time.Second, "the gang bound on the stand-in's nodes", func() (bool, error) {
+			return len(boundPods(t, c, ns)) == 2, nil
+		})
+		pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, "wide-0", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, provisioning.RequestName("wide", 1), pod.Annotations[autoscalingv1.ConsumeAnnotation])
 	})
 
 	metricsURL := fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort)
