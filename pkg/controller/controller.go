@@ -125,7 +125,7 @@ func New(kube kubernetes.Interface, phalanx versioned.Interface, opts Options) (
 		}
 	}
 	if opts.Provisioning != nil {
-		if c.provisioning, err = newProvisioningController(kube, phalanx, sched.PodGroups(), pods, recorder, *opts.Provisioning); err != nil {
+		if c.provisioning, err = newProvisioningController(kube, phalanx, sched.PodGroups(), sched.Workloads(), jobs, pods, recorder, *opts.Provisioning); err != nil {
 			return nil, err
 		}
 	}

@@ -114,7 +114,9 @@
 // With Options.Provisioning, a fifth controller asks a cluster autoscaler
 // for the nodes of a gang that does not fit (provisioning.go; the rules are
 // in pkg/provisioning). A PodGroup annotated
-// scheduling.phalanx.dev/provisioning: atomic, whose members all name one
+// scheduling.phalanx.dev/provisioning: atomic (or made for a Workload or
+// gang Job so annotated; the nearest annotation wins), whose members all
+// name one
 // of the configured scheduler names, gets one ProvisioningRequest of the
 // autoscaler's atomic class once the scheduler has kept it Schedulable=False
 // with reason Unschedulable for a while, below its minimum, with no member

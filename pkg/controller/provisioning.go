@@ -9,15 +9,19 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
 	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
@@ -33,7 +37,7 @@ import (
 
 // ProvisioningOptions turn on ProvisioningRequests for whole gangs
 // (provisioning.go): a PodGroup annotated scheduling.phalanx.dev/provisioning:
-// atomic whose members all name one of SchedulerNames gets one request of
+// atomic (or made for a Workload or gang Job so annotated) whose members all name one of SchedulerNames gets one request of
 // the autoscaler's atomic class while the scheduler finds no room for it.
 type ProvisioningOptions struct {
 	// Client reads and writes ProvisioningRequests (autoscaling.x-k8s.io/v1,
@@ -67,6 +71,8 @@ type provisioningController struct {
 	phalanx    versioned.Interface
 	requests   dynamic.NamespaceableResourceInterface
 	podGroups  listers.PodGroupLister
+	workloads  listers.WorkloadLister
+	jobs       batchlisters.JobLister
 	pods       cache.Indexer
 	reqIndex   cache.Indexer
 	factory    dynamicinformer.DynamicSharedInformerFactory
@@ -79,6 +85,7 @@ type provisioningController struct {
 }
 
 func newProvisioningController(kube kubernetes.Interface, phalanx versioned.Interface, podGroups schedinformers.PodGroupInformer,
+	workloads schedinformers.WorkloadInformer, jobs batchinformers.JobInformer,
 	pods cache.SharedIndexInformer, recorder record.EventRecorder, opts ProvisioningOptions) (*provisioningController, error) {
 	if opts.Client == nil {
 		return nil, fmt.Errorf("provisioning: no client for %s", autoscalingv1.GroupVersionResource)
@@ -100,6 +107,8 @@ func newProvisioningController(kube kubernetes.Interface, phalanx versioned.Inte
 		phalanx:    phalanx,
 		requests:   opts.Client.Resource(autoscalingv1.GroupVersionResource),
 		podGroups:  podGroups.Lister(),
+		workloads:  workloads.Lister(),
+		jobs:       jobs.Lister(),
 		pods:       pods.GetIndexer(),
 		schedulers: map[string]bool{},
 		after:      opts.After,
@@ -141,6 +150,28 @@ func newProvisioningController(kube kubernetes.Interface, phalanx versioned.Inte
 	}); err != nil {
 		return nil, fmt.Errorf("add PodGroup handler: %w", err)
 	}
+	// The opt-in may sit on the Workload or the gang Job the group was
+	// made for; annotating either later reconsiders the group.
+	if _, err := workloads.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur interface{}) {
+			o, n := old.(*v1alpha1.Workload), cur.(*v1alpha1.Workload)
+			if o.Annotations[provisioning.GroupAnnotation] != n.Annotations[provisioning.GroupAnnotation] {
+				c.workloadChanged(n.Namespace, n.Name)
+			}
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("add Workload handler: %w", err)
+	}
+	if _, err := jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur interface{}) {
+			o, n := old.(*batchv1.Job), cur.(*batchv1.Job)
+			if o.Annotations[provisioning.GroupAnnotation] != n.Annotations[provisioning.GroupAnnotation] {
+				c.enqueue(n.Namespace, JobPodGroupName(n.Name))
+			}
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("add Job handler: %w", err)
+	}
 	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) { c.podChanged(podFromObj(obj)) },
 		UpdateFunc: func(old, cur interface{}) {
@@ -178,10 +209,52 @@ func servesProvisioningRequests(kube kubernetes.Interface) error {
 }
 
 func (c *provisioningController) groupChanged(obj interface{}) {
-	pg, ok := obj.(*v1alpha1.PodGroup)
-	if ok && pg.Annotations[provisioning.GroupAnnotation] != "" {
+	if pg, ok := obj.(*v1alpha1.PodGroup); ok && pg.Spec.SchedulingPolicy.Gang != nil {
 		c.enqueue(pg.Namespace, pg.Name)
 	}
+}
+
+// workloadChanged reconsiders the PodGroups made from the Workload.
+func (c *provisioningController) workloadChanged(namespace, name string) {
+	pgs, err := c.podGroups.PodGroups(namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, pg := range pgs {
+		if pg.Spec.WorkloadRef != nil && pg.Spec.WorkloadRef.WorkloadName == name {
+			c.enqueue(pg.Namespace, pg.Name)
+		}
+	}
+}
+
+// mode is the group's provisioning mode: its own annotation, else its
+// Workload's, else that Workload's gang Job's, the nearest one set wins.
+// A gang Job's or a Workload's PodGroup is created by this controller, so
+// its owner is where the user can say it before the group exists.
+func (c *provisioningController) mode(pg *v1alpha1.PodGroup) string {
+	if v, ok := pg.Annotations[provisioning.GroupAnnotation]; ok {
+		return v
+	}
+	ref := pg.Spec.WorkloadRef
+	if ref == nil {
+		return ""
+	}
+	w, err := c.workloads.Workloads(pg.Namespace).Get(ref.WorkloadName)
+	if err != nil || !metav1.IsControlledBy(pg, w) {
+		return ""
+	}
+	if v, ok := w.Annotations[provisioning.GroupAnnotation]; ok {
+		return v
+	}
+	owner := metav1.GetControllerOf(w)
+	if owner == nil || owner.Kind != jobKind.Kind {
+		return ""
+	}
+	job, err := c.jobs.Jobs(w.Namespace).Get(owner.Name)
+	if err != nil || job.UID != owner.UID {
+		return ""
+	}
+	return job.Annotations[provisioning.GroupAnnotation]
 }
 
 func (c *provisioningController) podChanged(pod *corev1.Pod) {
@@ -230,7 +303,7 @@ func (c *provisioningController) sync(ctx context.Context, key cache.ObjectName)
 	if err != nil {
 		return err
 	}
-	if pg.Annotations[provisioning.GroupAnnotation] != provisioning.ModeAtomic || pg.Spec.SchedulingPolicy.Gang == nil {
+	if pg.Spec.SchedulingPolicy.Gang == nil || c.mode(pg) != provisioning.ModeAtomic {
 		return nil
 	}
 	gang, ours := c.gangOf(pg)

@@ -38,9 +38,10 @@ func newProvFixture(t *testing.T, objs ...runtime.Object) *provFixture {
 	t.Helper()
 	var kubeObjs, phObjs []runtime.Object
 	for _, o := range objs {
-		if _, ok := o.(*v1alpha1.PodGroup); ok {
+		switch o.(type) {
+		case *v1alpha1.PodGroup, *v1alpha1.Workload:
 			phObjs = append(phObjs, o)
-		} else {
+		default:
 			kubeObjs = append(kubeObjs, o)
 		}
 	}
@@ -213,4 +214,27 @@ func TestProvisioningAsksOnlyForOptedInGangsOfItsProfiles(t *testing.T) {
 	f.now = now
 	f.sync("train")
 	assert.Equal(t, []string{"train-provreq-1"}, f.requestNames(), "the unchanged gang asks")
+}
+
+// A gang Job's PodGroup is made by the controllers, so the opt-in is read
+// from the Job (through its Workload) when the group has none of its own.
+func TestProvisioningReadsTheOptInFromTheGangJob(t *testing.T) {
+	now := time.Now()
+	job := gangJob("train", ptrTo(int32(2)), provisioning.GroupAnnotation, provisioning.ModeAtomic)
+	w, pg := jobObjects(t, job)
+	short, pods := shortGang(now)
+	pg.Status = short.Status
+	for _, p := range pods {
+		p.Labels[v1alpha1.PodGroupLabel] = pg.Name
+	}
+	f := newProvFixture(t, append(objects(pg, pods), w, job)...)
+	f.now = now
+	f.sync(pg.Name)
+	assert.Equal(t, []string{provisioning.RequestName(pg.Name, 1)}, f.requestNames())
+
+	job.Annotations[provisioning.GroupAnnotation] = "off"
+	g := newProvFixture(t, append(objects(pg, pods), w, job)...)
+	g.now = now
+	g.sync(pg.Name)
+	assert.Empty(t, g.requestNames(), "any other value is off")
 }
