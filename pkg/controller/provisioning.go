@@ -337,7 +337,11 @@ func (c *provisioningController) sync(ctx context.Context, key cache.ObjectName)
 			// The gang found room without the new nodes (other pods
 			// left): the autoscaler need not add them.
 			logger.V(2).Info("Gang placed before its ProvisioningRequest was provisioned; deleting it", "request", latest.Name)
-			return c.deleteRequest(ctx, latest)
+			if err := c.deleteRequest(ctx, latest); err != nil {
+				return err
+			}
+			return c.setCondition(ctx, pg, metav1.ConditionFalse, provisioning.ReasonNotNeeded,
+				fmt.Sprintf("the gang was placed before ProvisioningRequest %s (attempt %d) was provisioned: the request was withdrawn", latest.Name, attempt))
 		}
 		if err := c.markConsumers(ctx, gang.Pending, latest.Name); err != nil {
 			return err

@@ -188,6 +188,9 @@ func TestProvisioningDropsAnUnansweredRequestWhenTheGangBinds(t *testing.T) {
 	f.request(pg, 1, metav1.Condition{Type: autoscalingv1.Accepted, Status: metav1.ConditionTrue, Reason: autoscalingv1.ReasonAccepted, LastTransitionTime: metav1.NewTime(now)})
 	f.sync("train")
 	assert.Empty(t, f.requestNames(), "the autoscaler need not add nodes the gang no longer needs")
+	cond := meta.FindStatusCondition(f.podGroup("train").Status.Conditions, provisioning.ConditionType)
+	require.NotNil(t, cond)
+	assert.Equal(t, provisioning.ReasonNotNeeded, cond.Reason)
 }
 
 func TestProvisioningAsksOnlyForOptedInGangsOfItsProfiles(t *testing.T) {

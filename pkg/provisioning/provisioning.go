@@ -34,13 +34,16 @@ const (
 	// about the group's request.
 	ConditionType = "CapacityRequested"
 	// Its reasons: the request waits for the autoscaler, the autoscaler
-	// provisioned it, it failed (a retry follows), or the capacity it
+	// provisioned it, it failed (a retry follows), the capacity it
 	// provisioned was not used in time or was revoked (a new request
-	// follows).
+	// follows), or it was withdrawn because the gang found room first.
 	ReasonRequested   = "Requested"
 	ReasonProvisioned = "Provisioned"
 	ReasonFailed      = "ProvisioningFailed"
 	ReasonExpired     = "CapacityExpired"
+	// ReasonNotNeeded: the gang was placed before the autoscaler
+	// provisioned its request, which was withdrawn.
+	ReasonNotNeeded = "NotNeeded"
 
 	// MaxPodSets is the API's limit of pod sets per request.
 	MaxPodSets = 32

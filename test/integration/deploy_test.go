@@ -52,12 +52,12 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/config"
 	"github.com/phalanx-sched/phalanx/pkg/controller"
-	"github.com/phalanx-sched/phalanx/pkg/provisioning"
-	"github.com/phalanx-sched/phalanx/pkg/provisioning/autoscalingv1"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/provisioning"
+	"github.com/phalanx-sched/phalanx/pkg/provisioning/autoscalingv1"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 

@@ -130,7 +130,7 @@ func TestGangAsksAutoscalerForItsNodes(t *testing.T) {
 		eventually(t, 10*time.Second, "the failure on the group", func() (bool, error) {
 			cond := condition("huge")
 			return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == provisioning.ReasonFailed &&
-				strings.Contains(cond.Message, "needs 3 nodes"), nil
+				strings.Contains(cond.Message, "needs 3 new nodes"), nil
 		})
 		assert.Empty(t, boundPodsWithPrefix(t, c, ns, "huge-"), "no member binds: the stand-in added nothing")
 	})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
@@ -92,6 +93,9 @@ type standIn struct {
 
 	mu    sync.Mutex
 	added int
+	// owed are the nodes promised to provisioned requests and not
+	// registered yet, by request UID.
+	owed map[types.UID]int
 }
 
 // startStandInProvisioner runs the stand-in until ctx ends.
@@ -102,6 +106,7 @@ func startStandInProvisioner(ctx context.Context, cfg *restclient.Config, kube k
 	}
 	s := &standIn{
 		cfg:      opts,
+		owed:     map[types.UID]int{},
 		kube:     kube,
 		requests: dyn.Resource(autoscalingv1.GroupVersionResource),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
@@ -145,9 +150,14 @@ func startStandInProvisioner(ctx context.Context, cfg *restclient.Config, kube k
 	return nil
 }
 
-// provision answers one request once: Accepted, then Provisioned=True
-// after adding every node, or Provisioned=False and Failed=True adding
-// none.
+// provision answers one request as the atomic class does: Accepted; then
+// the pods that fit the room existing nodes have left are taken out (the
+// autoscaler simulates them there and scales up for the rest only); if
+// none is left, Provisioned=True (CapacityIsFound); if the rest fits
+// under the maximum, Provisioned=True (CapacityIsProvisioned), written, as
+// the autoscaler writes it, once the scale-up is decided and before the
+// nodes register, which they do Delay later; else Provisioned=False and
+// Failed=True, and no node at all.
 func (s *standIn) provision(ctx context.Context, key cache.ObjectName) error {
 	obj, err := s.lister.ByNamespace(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
@@ -161,9 +171,11 @@ func (s *standIn) provision(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	if pr.Spec.ProvisioningClassName != autoscalingv1.ClassBestEffortAtomicScaleUp ||
-		meta.FindStatusCondition(pr.Status.Conditions, autoscalingv1.Provisioned) != nil ||
 		meta.IsStatusConditionTrue(pr.Status.Conditions, autoscalingv1.Failed) {
 		return nil
+	}
+	if meta.FindStatusCondition(pr.Status.Conditions, autoscalingv1.Provisioned) != nil {
+		return s.addOwedNodes(ctx, pr)
 	}
 	now := metav1.Now()
 	cond := func(typ string, status metav1.ConditionStatus, reason, msg string) {
@@ -173,22 +185,51 @@ func (s *standIn) provision(ctx context.Context, key cache.ObjectName) error {
 	}
 	cond(autoscalingv1.Accepted, metav1.ConditionTrue, autoscalingv1.ReasonAccepted, "ProvisioningRequest is accepted by the stand-in provisioner")
 
-	need, err := s.nodesFor(ctx, pr)
+	sets, err := s.podSets(ctx, pr)
 	if err != nil {
 		return err
+	}
+	if err := s.takeExistingRoom(ctx, sets); err != nil {
+		return err
+	}
+	need := nodesFor(sets, s.capacity())
+	if need == 0 {
+		cond(autoscalingv1.Provisioned, metav1.ConditionTrue, autoscalingv1.ReasonCapacityIsFound, "Capacity is found in the cluster")
+		return s.writeStatus(ctx, pr)
 	}
 	s.mu.Lock()
 	left := s.cfg.MaxNodes - s.added
 	fits := need <= left
 	if fits {
 		s.added += need
+		s.owed[pr.UID] = need
 	}
 	s.mu.Unlock()
 	if !fits {
-		msg := fmt.Sprintf("the request needs %d nodes and the stand-in provisioner may add %d more", need, max(left, 0))
+		msg := fmt.Sprintf("the request needs %d new nodes and the stand-in provisioner may add %d more", need, max(left, 0))
 		cond(autoscalingv1.Provisioned, metav1.ConditionFalse, autoscalingv1.ReasonCapacityIsNotFound, msg)
 		cond(autoscalingv1.Failed, metav1.ConditionTrue, autoscalingv1.ReasonCapacityIsNotFound, msg)
 		return s.writeStatus(ctx, pr)
+	}
+	cond(autoscalingv1.Provisioned, metav1.ConditionTrue, autoscalingv1.ReasonCapacityIsProvisioned, "Capacity is provisioned by the stand-in provisioner")
+	if err := s.writeStatus(ctx, pr); err != nil {
+		s.mu.Lock()
+		s.added -= need
+		delete(s.owed, pr.UID)
+		s.mu.Unlock()
+		return err
+	}
+	return s.addOwedNodes(ctx, pr)
+}
+
+// addOwedNodes registers the nodes a provisioned request was promised and
+// does not have yet.
+func (s *standIn) addOwedNodes(ctx context.Context, pr *autoscalingv1.ProvisioningRequest) error {
+	s.mu.Lock()
+	n, owed := s.owed[pr.UID]
+	s.mu.Unlock()
+	if !owed {
+		return nil
 	}
 	if s.cfg.Delay > 0 {
 		select {
@@ -197,11 +238,21 @@ func (s *standIn) provision(ctx context.Context, key cache.ObjectName) error {
 		case <-time.After(s.cfg.Delay):
 		}
 	}
-	if err := CreateNodes(ctx, s.kube, s.nodes(pr, need)); err != nil {
+	var missing []*corev1.Node
+	for _, node := range s.nodes(pr, n) {
+		if _, err := s.kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			missing = append(missing, node)
+		} else if err != nil {
+			return err
+		}
+	}
+	if err := CreateNodes(ctx, s.kube, missing); err != nil {
 		return err
 	}
-	cond(autoscalingv1.Provisioned, metav1.ConditionTrue, autoscalingv1.ReasonCapacityIsProvisioned, "Capacity is provisioned by the stand-in provisioner")
-	return s.writeStatus(ctx, pr)
+	s.mu.Lock()
+	delete(s.owed, pr.UID)
+	s.mu.Unlock()
+	return nil
 }
 
 func (s *standIn) writeStatus(ctx context.Context, pr *autoscalingv1.ProvisioningRequest) error {
@@ -225,36 +276,131 @@ func (s *standIn) capacity() corev1.ResourceList {
 	return c
 }
 
-// nodesFor packs each pod set on nodes of the configured shape, as many
-// of its pods per node as every resource allows, and returns the nodes
-// needed; a request one of whose pods fits on no such node needs more
-// than any maximum.
-func (s *standIn) nodesFor(ctx context.Context, pr *autoscalingv1.ProvisioningRequest) (int, error) {
-	capacity := s.capacity()
-	total := 0
+// podSet is a pod set's per-pod requests and how many of its pods still
+// need room.
+type podSet struct {
+	requests corev1.ResourceList
+	left     int
+}
+
+func (s *standIn) podSets(ctx context.Context, pr *autoscalingv1.ProvisioningRequest) ([]*podSet, error) {
+	var out []*podSet
 	for _, ps := range pr.Spec.PodSets {
 		t, err := s.kube.CoreV1().PodTemplates(pr.Namespace).Get(ctx, ps.PodTemplateRef.Name, metav1.GetOptions{})
 		if err != nil {
-			return 0, fmt.Errorf("read PodTemplate %s: %w", ps.PodTemplateRef.Name, err)
+			return nil, fmt.Errorf("read PodTemplate %s: %w", ps.PodTemplateRef.Name, err)
 		}
 		req := resourcehelper.PodRequests(&corev1.Pod{Spec: t.Template.Spec}, resourcehelper.PodResourcesOptions{})
-		perNode := int64(capacity.Pods().Value())
+		req[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+		out = append(out, &podSet{requests: req, left: int(ps.Count)})
+	}
+	return out, nil
+}
+
+// takeExistingRoom places pods of the sets, first fit, into what Ready
+// nodes have left after the pods bound to them. It weighs resources only:
+// the autoscaler runs the scheduler's filters in its simulation, which
+// this stand-in does not.
+func (s *standIn) takeExistingRoom(ctx context.Context, sets []*podSet) error {
+	nodes, err := s.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	pods, err := s.kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	used := map[string]corev1.ResourceList{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		u := used[p.Spec.NodeName]
+		if u == nil {
+			u = corev1.ResourceList{}
+			used[p.Spec.NodeName] = u
+		}
+		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		req[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 		for name, q := range req {
+			sum := u[name]
+			sum.Add(q)
+			u[name] = sum
+		}
+	}
+	for _, n := range nodes.Items {
+		if !nodeReady(&n) || n.Spec.Unschedulable {
+			continue
+		}
+		free := n.Status.Allocatable.DeepCopy()
+		for name, q := range used[n.Name] {
+			f := free[name]
+			f.Sub(q)
+			free[name] = f
+		}
+		for _, set := range sets {
+			for set.left > 0 && fitsIn(set.requests, free) {
+				for name, q := range set.requests {
+					f := free[name]
+					f.Sub(q)
+					free[name] = f
+				}
+				set.left--
+			}
+		}
+	}
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func fitsIn(req, free corev1.ResourceList) bool {
+	for name, q := range req {
+		if q.IsZero() {
+			continue
+		}
+		f, ok := free[name]
+		if !ok || f.Cmp(q) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// nodesFor packs the pods the sets still need room for onto new nodes of
+// the configured shape, as many per node as every resource allows; a pod
+// that fits on no such node makes the request need more than any maximum.
+func nodesFor(sets []*podSet, capacity corev1.ResourceList) int {
+	total := 0
+	for _, set := range sets {
+		if set.left == 0 {
+			continue
+		}
+		perNode := int64(math.MaxInt64)
+		for name, q := range set.requests {
 			if q.IsZero() {
 				continue
 			}
 			have, ok := capacity[name]
 			if !ok {
-				return math.MaxInt32, nil
+				return math.MaxInt32
 			}
 			perNode = min(perNode, have.MilliValue()/q.MilliValue())
 		}
 		if perNode <= 0 {
-			return math.MaxInt32, nil
+			return math.MaxInt32
 		}
-		total += int((int64(ps.Count) + perNode - 1) / perNode)
+		total += int((int64(set.left) + perNode - 1) / perNode)
 	}
-	return total, nil
+	return total
 }
 
 func (s *standIn) nodes(pr *autoscalingv1.ProvisioningRequest, n int) []*corev1.Node {

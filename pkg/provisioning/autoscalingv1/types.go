@@ -48,6 +48,7 @@ const (
 const (
 	ReasonAccepted              = "Accepted"
 	ReasonCapacityIsProvisioned = "CapacityIsProvisioned"
+	ReasonCapacityIsFound       = "CapacityIsFound"
 	ReasonCapacityIsNotFound    = "CapacityIsNotFound"
 )
 
