@@ -355,8 +355,10 @@ func (c *provisioningController) sync(ctx context.Context, key cache.ObjectName)
 		if err := c.markConsumers(ctx, gang.Pending, latest.Name); err != nil {
 			return err
 		}
+		// The autoscaler's reason tells nodes added (CapacityIsProvisioned)
+		// from room it found among the existing ones (CapacityIsFound).
 		return c.setCondition(ctx, pg, metav1.ConditionTrue, provisioning.ReasonProvisioned,
-			fmt.Sprintf("ProvisioningRequest %s (attempt %d) is provisioned: the autoscaler added the gang's nodes", latest.Name, attempt))
+			fmt.Sprintf("ProvisioningRequest %s (attempt %d) is provisioned: %s: %s", latest.Name, attempt, cond.Reason, cond.Message))
 	}
 
 	// Failed, or the capacity lapsed: try again after the backoff, if the
