@@ -1,7 +1,9 @@
 // Command phalanx-controller runs the Phalanx controllers (pkg/controller):
 // group objects for every Workload, the batch/v1 Job integration, the
 // member counters of PodGroup status, and the status (phase and counters)
-// of scheduler-plugins' PodGroups where their CRD is served. Replicas elect one leader through a
+// of scheduler-plugins' PodGroups where their CRD is served, and, with
+// --provisioning-schedulers, ProvisioningRequests for gangs that ask a
+// cluster autoscaler for their nodes. Replicas elect one leader through a
 // Lease; the others stand by.
 package main
 
@@ -20,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -31,6 +34,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/controller"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
+	"github.com/phalanx-sched/phalanx/pkg/provisioning"
 	"github.com/phalanx-sched/phalanx/pkg/version"
 )
 
@@ -48,6 +52,12 @@ type flags struct {
 	healthAddr     string
 	metrics        *metricsServing
 	workers        int
+	// provisioning: the scheduler profiles whose opted-in gangs get
+	// ProvisioningRequests; empty leaves it off.
+	provisioningSchedulers []string
+	provisioningAfter      time.Duration
+	provisioningBackoff    time.Duration
+	provisioningBackoffMax time.Duration
 }
 
 func main() {
@@ -60,6 +70,12 @@ func main() {
 	f.metrics = newMetricsServing()
 	f.metrics.addFlags(fs)
 	fs.IntVar(&f.workers, "workers", 4, "keys each controller reconciles concurrently")
+	fs.StringSliceVar(&f.provisioningSchedulers, "provisioning-schedulers", nil,
+		"schedulerNames (profiles) whose gangs may ask a cluster autoscaler for their nodes through one ProvisioningRequest "+
+			"(autoscaling.x-k8s.io/v1, atomic class) when the group is annotated scheduling.phalanx.dev/provisioning: atomic; empty: off")
+	fs.DurationVar(&f.provisioningAfter, "provisioning-after", 10*time.Second, "how long a gang must have been short of capacity before it asks")
+	fs.DurationVar(&f.provisioningBackoff, "provisioning-backoff", time.Minute, "wait after a group's first failed ProvisioningRequest; doubles with each further failure")
+	fs.DurationVar(&f.provisioningBackoffMax, "provisioning-backoff-max", 30*time.Minute, "longest wait between a group's ProvisioningRequests")
 	printVersion := fs.Bool("version", false, "print the version and commit, and exit")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -104,7 +120,23 @@ func run(ctx context.Context, f flags) error {
 	if err != nil {
 		return err
 	}
-	ctrls, err := controller.New(kube, phalanx, controller.Options{Workers: f.workers, SchedulerPlugins: x})
+	opts := controller.Options{Workers: f.workers, SchedulerPlugins: x}
+	if len(f.provisioningSchedulers) > 0 {
+		if f.provisioningAfter <= 0 || f.provisioningBackoff <= 0 || f.provisioningBackoffMax < f.provisioningBackoff {
+			return errors.New("--provisioning-after and --provisioning-backoff must be positive and --provisioning-backoff-max at least --provisioning-backoff")
+		}
+		dyn, err := dynamic.NewForConfig(crdCfg)
+		if err != nil {
+			return err
+		}
+		opts.Provisioning = &controller.ProvisioningOptions{
+			Client:         dyn,
+			SchedulerNames: f.provisioningSchedulers,
+			After:          f.provisioningAfter,
+			Backoff:        provisioning.Backoff{Initial: f.provisioningBackoff, Max: f.provisioningBackoffMax},
+		}
+	}
+	ctrls, err := controller.New(kube, phalanx, opts)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,9 @@ type Options struct {
 	// PodGroups. With it, their status (phase and counters) is kept while
 	// the API server serves their CRD; without it, they are left alone.
 	SchedulerPlugins xversioned.Interface
+	// Provisioning, when set, asks a cluster autoscaler for the nodes of
+	// opted-in gangs through ProvisioningRequests; nil leaves it off.
+	Provisioning *ProvisioningOptions
 }
 
 const (
@@ -59,6 +62,9 @@ type Controllers struct {
 	// xstatus keeps scheduler-plugins' PodGroup status; nil without a
 	// client for them.
 	xstatus *xStatusController
+	// provisioning keeps opted-in gangs' ProvisioningRequests; nil when
+	// off.
+	provisioning *provisioningController
 
 	synced []cache.InformerSynced
 }
@@ -118,6 +124,11 @@ func New(kube kubernetes.Interface, phalanx versioned.Interface, opts Options) (
 			return nil, err
 		}
 	}
+	if opts.Provisioning != nil {
+		if c.provisioning, err = newProvisioningController(kube, phalanx, sched.PodGroups(), sched.Workloads(), jobs, pods, recorder, *opts.Provisioning); err != nil {
+			return nil, err
+		}
+	}
 	c.synced = []cache.InformerSynced{
 		pods.HasSynced,
 		jobs.Informer().HasSynced,
@@ -149,6 +160,11 @@ func (c *Controllers) Start(ctx context.Context) error {
 	}
 	if c.xstatus != nil {
 		c.xstatus.start(ctx)
+	}
+	if c.provisioning != nil {
+		if err := c.provisioning.start(ctx, c.workers); err != nil {
+			return err
+		}
 	}
 	go func() {
 		<-ctx.Done()

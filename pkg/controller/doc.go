@@ -109,6 +109,23 @@
 // scheduleStartTime when the group first enters Scheduling (XPodGroupStatus
 // states the rules). Where the CRD is not served it does nothing.
 //
+// # ProvisioningRequests for whole gangs
+//
+// With Options.Provisioning, a fifth controller asks a cluster autoscaler
+// for the nodes of a gang that does not fit (provisioning.go; the rules are
+// in pkg/provisioning). A PodGroup annotated
+// scheduling.phalanx.dev/provisioning: atomic (or made for a Workload or
+// gang Job so annotated; the nearest annotation wins), whose members all
+// name one
+// of the configured scheduler names, gets one ProvisioningRequest of the
+// autoscaler's atomic class once the scheduler has kept it Schedulable=False
+// with reason Unschedulable for a while, below its minimum, with no member
+// nominated by a preemption: PodTemplates per member shape first, then the
+// request, all owned by the group. Its pending members are annotated as
+// the request's consumers, and the group's CapacityRequested condition
+// follows the autoscaler's answer; a failed or lapsed request is replaced
+// by the next attempt after a backoff.
+//
 // # Who writes what
 //
 //	object             field                               writer
@@ -118,14 +135,18 @@
 //	PodGroup           spec (at creation)                  Workload controller
 //	PodGroup           spec.schedulingPolicy.gang.minCount Job integration (for Job gangs)
 //	PodGroup           status.members/scheduled/running    status controller (merge patch)
-//	PodGroup           status.conditions                   scheduler only
+//	PodGroup           status.conditions                   scheduler, but CapacityRequested: provisioning controller
 //	CompositePodGroup  spec (at creation)                  Workload controller
 //	CompositePodGroup  status.conditions                   scheduler only
 //	Pod                pod-group label, gang gate removal  Job integration
+//	Pod                consume-provisioning-request and
+//	                   provisioning-class-name annotations  provisioning controller
+//	ProvisioningRequest, PodTemplate (made for a gang)      provisioning controller
 //	PodGroup.scheduling.x-k8s.io  status                   x-k8s status controller (merge patch)
 //
 // Writers of one status share it without stepping on each other: the
 // counters go in a merge patch that names only them, and Workload
 // conditions are set one type at a time on a fresh copy, retrying
-// conflicts. The controllers never touch PodGroup conditions.
+// conflicts. Of PodGroup conditions the controllers write only
+// CapacityRequested, the same way, keeping the scheduler's.
 package controller

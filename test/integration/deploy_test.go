@@ -56,6 +56,8 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
+	"github.com/phalanx-sched/phalanx/pkg/provisioning"
+	"github.com/phalanx-sched/phalanx/pkg/provisioning/autoscalingv1"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
@@ -1149,10 +1151,14 @@ func TestDiagnosticsRolesGrantReadingApartFromFit(t *testing.T) {
 // with the Deployment's flags and nothing but the rendered RBAC: it takes
 // its Lease, reports healthy and ready, turns a Workload into groups and a
 // gang Job into a Workload, a PodGroup and ungated, labelled pods, and
-// counts the bound members in the PodGroup's status.
+// counts the bound members in the PodGroup's status. With
+// --provisioning-schedulers it also asks the sandbox's stand-in autoscaler
+// for a gang's nodes: the request, its templates and the members'
+// annotations pass RBAC and the pod-update policy.
 func TestRBACControllerServiceAccount(t *testing.T) {
 	bin := buildBinary(t, "phalanx-controller")
-	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true})
+	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true,
+		StandInProvisioner: &sandbox.StandInProvisioner{CPU: "8", MaxNodes: 2}})
 	ctx := context.Background()
 	addNodes(t, c, "n", 4, "4", 0)
 	objs := applyRBAC(t, c, "manifests/overlays/second-scheduler")
@@ -1164,7 +1170,8 @@ func TestRBACControllerServiceAccount(t *testing.T) {
 	require.Len(t, containers, 1)
 	deployed, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]interface{}), "args")
 	healthPort, metricsPort := freePort(t), freePort(t)
-	args := []string{"--kubeconfig=" + kubeconfig, "--bind-address=127.0.0.1"}
+	args := []string{"--kubeconfig=" + kubeconfig, "--bind-address=127.0.0.1",
+		"--provisioning-schedulers=phalanx-scheduler", "--provisioning-after=200ms"}
 	for _, a := range deployed {
 		switch {
 		case strings.HasPrefix(a, "--health-addr="):
@@ -1255,6 +1262,26 @@ func TestRBACControllerServiceAccount(t *testing.T) {
 		})
 	})
 
+	t.Run("a gang that does not fit gets its nodes from a ProvisioningRequest", func(t *testing.T) {
+		ns := namespace(t, c)
+		pg := gangPG("wide", 2)
+		pg.Annotations = map[string]string{provisioning.GroupAnnotation: provisioning.ModeAtomic}
+		_, err := api.PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+		require.NoError(t, err)
+		for i := range 2 {
+			p := plainPod(fmt.Sprintf("wide-%d", i), "6")
+			p.Labels = map[string]string{v1alpha1.PodGroupLabel: "wide"}
+			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		eventually(t, 60*time.Second, "the gang bound on the stand-in's nodes", func() (bool, error) {
+			return len(boundPods(t, c, ns)) == 2, nil
+		})
+		pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, "wide-0", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, provisioning.RequestName("wide", 1), pod.Annotations[autoscalingv1.ConsumeAnnotation])
+	})
+
 	metricsURL := fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort)
 	code, _, err := httpGet(metricsURL, "")
 	require.NoError(t, err)
@@ -1280,8 +1307,8 @@ func client404(err error) error {
 
 // TestControllerPodUpdatePolicy applies the rendered RBAC and admission
 // policy and acts as phalanx-controller's ServiceAccount: RBAC lets it
-// patch any pod, the policy lets it change only the pod-group label and
-// the gang gate.
+// patch any pod, the policy lets it change only the pod-group label, the
+// gang gate and the ProvisioningRequest annotations.
 func TestControllerPodUpdatePolicy(t *testing.T) {
 	c := startCluster(t, sandbox.Options{})
 	ctx := context.Background()
@@ -1304,7 +1331,7 @@ func TestControllerPodUpdatePolicy(t *testing.T) {
 		_, err := as.CoreV1().Pods(ns).Patch(ctx, "victim", types.StrategicMergePatchType, []byte(p), metav1.PatchOptions{})
 		return err
 	}
-	const policyMsg = "phalanx-controller may change only the scheduling.phalanx.dev/pod-group label and the scheduling.phalanx.dev/gang scheduling gate of a pod, not its images or any other field"
+	const policyMsg = "phalanx-controller may change only the scheduling.phalanx.dev/pod-group label, the scheduling.phalanx.dev/gang scheduling gate and the ProvisioningRequest annotations of a pod, not its images or any other field"
 
 	// The policy takes effect once the API server has loaded it.
 	eventually(t, 30*time.Second, "the controller's image patch to be denied", func() (bool, error) {
@@ -1328,7 +1355,8 @@ func TestControllerPodUpdatePolicy(t *testing.T) {
 		{name: "labelling the pod with its PodGroup and lifting the gang gate in one write", patch: `{"metadata":{"labels":{"scheduling.phalanx.dev/pod-group":"train-workers"}},"spec":{"schedulingGates":[{"$patch":"delete","name":"scheduling.phalanx.dev/gang"}]}}`},
 		{name: "another label", patch: `{"metadata":{"labels":{"app":"other"}}}`, denied: "may change only the scheduling.phalanx.dev/pod-group label"},
 		{name: "another scheduling gate", patch: `{"spec":{"schedulingGates":[{"$patch":"delete","name":"example.com/other"}]}}`, denied: "may only remove the scheduling.phalanx.dev/gang scheduling gate"},
-		{name: "an annotation", patch: `{"metadata":{"annotations":{"example.com/x":"y"}}}`, denied: policyMsg},
+		{name: "marking the pod a consumer of its gang's ProvisioningRequest", patch: `{"metadata":{"annotations":{"autoscaling.x-k8s.io/consume-provisioning-request":"train-workers-provreq-1","autoscaling.x-k8s.io/provisioning-class-name":"best-effort-atomic-scale-up.autoscaling.x-k8s.io","cluster-autoscaler.kubernetes.io/consume-provisioning-request":"train-workers-provreq-1","cluster-autoscaler.kubernetes.io/provisioning-class-name":"best-effort-atomic-scale-up.autoscaling.x-k8s.io"}}}`},
+		{name: "an annotation", patch: `{"metadata":{"annotations":{"example.com/x":"y"}}}`, denied: "may change only the autoscaler's consume-provisioning-request and provisioning-class-name annotations"},
 		{name: "a toleration", patch: `{"spec":{"tolerations":[{"key":"gpu","operator":"Exists"}]}}`, denied: policyMsg},
 	}
 	for _, tc := range tests {

@@ -177,6 +177,10 @@ func TestHelmChart(t *testing.T) {
 				"featureGates": map[string]any{"DRAPartitionableDevices": true, "DRADeviceTaints": false},
 				"extraArgs":    []any{"--bind-drain-timeout=60s"},
 			},
+			"controller": map[string]any{
+				"provisioningSchedulers": []any{"phalanx-scheduler", "gpu-scheduler"},
+				"extraArgs":              []any{"--provisioning-after=30s"},
+			},
 			"tenantRBAC": false,
 		})
 		require.NoError(t, err)
@@ -193,6 +197,10 @@ func TestHelmChart(t *testing.T) {
 		containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
 		args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
 		assert.Equal(t, []string{"--config=/etc/phalanx/config.yaml", "--feature-gates=DRADeviceTaints=false,DRAPartitionableDevices=true", "--bind-drain-timeout=60s"}, args)
+		ctrl := findObject(objs, "Deployment", systemNamespace, "phalanx-controller")
+		containers, _, _ = unstructured.NestedSlice(ctrl.Object, "spec", "template", "spec", "containers")
+		args, _, _ = unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		assert.Equal(t, []string{"--provisioning-schedulers=phalanx-scheduler,gpu-scheduler", "--provisioning-after=30s"}, args[len(args)-2:])
 		assert.Nil(t, findObject(objs, "ClusterRole", "", "phalanx-edit"), "tenantRBAC: false leaves the tenant roles out")
 		assert.NotNil(t, findObject(objs, "ClusterRole", "", "phalanx-diagnostics"))
 

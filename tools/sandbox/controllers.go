@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	schedinformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	"k8s.io/client-go/kubernetes"
@@ -60,7 +61,17 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	phalanx, err := controller.New(c.clientFor("phalanx-controller"), c.Phalanx, controller.Options{SchedulerPlugins: x})
+	opts := controller.Options{SchedulerPlugins: x}
+	if c.opts.Provisioning != nil {
+		p := *c.opts.Provisioning
+		if p.Client == nil {
+			if p.Client, err = dynamic.NewForConfig(c.crdConfigFor("phalanx-controller")); err != nil {
+				return err
+			}
+		}
+		opts.Provisioning = &p
+	}
+	phalanx, err := controller.New(c.clientFor("phalanx-controller"), c.Phalanx, opts)
 	if err != nil {
 		return fmt.Errorf("create phalanx controllers: %w", err)
 	}

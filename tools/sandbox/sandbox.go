@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/phalanx-sched/phalanx/config"
+	"github.com/phalanx-sched/phalanx/pkg/controller"
 	"github.com/phalanx-sched/phalanx/pkg/debugapi"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
@@ -106,6 +107,15 @@ type Options struct {
 	// scheduler (KubeRay names scheduler-plugins-scheduler) are scheduled
 	// unchanged.
 	ExtraSchedulerNames []string
+	// Provisioning turns on phalanx-controller's ProvisioningRequests for
+	// opted-in gangs (Controllers runs it); its Client is filled in. The
+	// copy of the autoscaler's ProvisioningRequest CRD is installed
+	// whenever this or StandInProvisioner is set.
+	Provisioning *controller.ProvisioningOptions
+	// StandInProvisioner runs a stand-in for the cluster autoscaler's
+	// atomic provisioning class (provisioner.go), which adds the nodes
+	// ProvisioningRequests ask for.
+	StandInProvisioner *StandInProvisioner
 }
 
 // Cluster is a running sandbox.
@@ -225,6 +235,16 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	if opts.SchedulerPluginsCRD {
 		if err = InstallSchedulerPluginsCRD(ctx, c.Config); err != nil {
+			return c, err
+		}
+	}
+	if opts.Provisioning != nil || opts.StandInProvisioner != nil {
+		if err = installProvisioningCRD(ctx, c.Config, c.Client); err != nil {
+			return c, err
+		}
+	}
+	if opts.StandInProvisioner != nil {
+		if err = startStandInProvisioner(ctx, c.crdConfigFor("stand-in-provisioner"), c.clientFor("stand-in-provisioner"), *opts.StandInProvisioner); err != nil {
 			return c, err
 		}
 	}

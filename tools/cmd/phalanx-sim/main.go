@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/phalanx-sched/phalanx/pkg/controller"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
@@ -70,6 +71,7 @@ func up(args []string) error {
 	fs.StringVar(&topo.CPU, "cpu", topo.CPU, "cpu per node")
 	fs.StringVar(&topo.Memory, "memory", topo.Memory, "memory per node")
 	draDevices := fs.Int("dra-devices", 0, "GPUs per node published as DRA devices (driver and DeviceClass "+sandbox.DeviceDriver+") through upstream's ResourceSlice controller; 0 publishes none")
+	standIn := fs.Int("stand-in-provisioner", 0, "run a stand-in for the cluster autoscaler's atomic ProvisioningRequest class that adds at most this many nodes (of the --cpu, --memory and --gpus-per-node shape, in rack stand-in), and turn on phalanx-controller's ProvisioningRequests for gangs annotated scheduling.phalanx.dev/provisioning: atomic; 0: off")
 	kubeconfig := fs.String("kubeconfig", ".phalanx/kubeconfig", "where to write the admin kubeconfig (written last: when it appears, the sandbox is ready)")
 	configFile := fs.String("config", "", "a KubeSchedulerConfiguration for the sandbox's scheduler, validated as phalanx-scheduler --config validates it; its clientConnection and leaderElection are replaced for the sandbox (default: config/second-scheduler.yaml)")
 	dir := fs.String("dir", "", "data directory (default: a temporary directory removed on exit)")
@@ -97,6 +99,15 @@ func up(args []string) error {
 	if *draDevices > 0 {
 		devices = &sandbox.Devices{PerNode: *draDevices}
 	}
+	var provisioning *controller.ProvisioningOptions
+	var standInOpts *sandbox.StandInProvisioner
+	if *standIn > 0 {
+		provisioning = &controller.ProvisioningOptions{SchedulerNames: []string{"phalanx-scheduler", "default-scheduler"}}
+		standInOpts = &sandbox.StandInProvisioner{
+			CPU: topo.CPU, Memory: topo.Memory, GPUs: topo.GPUs, MaxNodes: *standIn, Delay: 2 * time.Second,
+			Labels: map[string]string{sandbox.ZoneLabel: "zone-stand-in", sandbox.RackLabel: "rack-stand-in"},
+		}
+	}
 	// Start writes the kubeconfig last, once nodes, devices, CRDs,
 	// controllers and the scheduler serve: a script may wait for the file
 	// and use the cluster at once.
@@ -115,6 +126,8 @@ func up(args []string) error {
 		ExtraSchedulerNames: []string{"scheduler-plugins-scheduler"},
 		Diagnostics:         true,
 		Devices:             devices,
+		Provisioning:        provisioning,
+		StandInProvisioner:  standInOpts,
 	})
 	if err != nil {
 		return err
