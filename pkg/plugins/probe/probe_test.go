@@ -353,3 +353,36 @@ func TestFiltersThatSkipThePodAreNotProbed(t *testing.T) {
 	assert.Equal(t, map[string]int{"n-0": 1, "n-1": 1, "n-2": 1}, refuser.filterCalls())
 	assert.Empty(t, skip.filterCalls(), "the framework runs no Filter of a plugin that skipped")
 }
+
+// TestModelledFiltersDoNotRun: the framework stops at a node's first
+// refusal. A filter whose refusals the caller models (here "Full", in front)
+// must not hide one it does not model ("Sibling") behind it: the caller
+// drops the modelled verdict and would take the node for usable once room
+// is made. So modelled filters are not run at all, in Nodes and Blockers.
+func TestModelledFiltersDoNotRun(t *testing.T) {
+	full := newSpy("Full", func(*corev1.Pod, fwk.NodeInfo) string { return "Too many pods" })
+	sibling := newSpy("Sibling", func(_ *corev1.Pod, ni fwk.NodeInfo) string {
+		if ni.Node().Name == "n-0" {
+			return "a sibling runs here"
+		}
+		return ""
+	})
+	nodes := []*corev1.Node{node("n-0", nil), node("n-1", nil)}
+	running := []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "low", UID: "low"}, Spec: corev1.PodSpec{NodeName: "n-0"}}}
+	fw, infos := newFramework(t, nodes, running,
+		tf.RegisterPluginAsExtensions(full.name, full.factory(), "PreFilter", "Filter"),
+		tf.RegisterPluginAsExtensions(sibling.name, sibling.factory(), "PreFilter", "Filter"))
+	pr := probe.New(fw, full.name)
+
+	v, err := pr.Nodes(context.Background(), "g#shape", member("m-0"), infos, false)
+	require.NoError(t, err)
+	require.Contains(t, v, "n-0", "the sibling's refusal is seen behind the modelled one")
+	assert.Equal(t, "Sibling", v["n-0"].Plugin)
+	assert.NotContains(t, v, "n-1")
+	assert.Empty(t, full.filterCalls(), "a modelled filter is not run")
+
+	_, ok, err := pr.Blockers(context.Background(), member("m-0"), nodeInfo(t, infos, "n-0"), func(*corev1.Pod) bool { return true })
+	require.NoError(t, err)
+	assert.False(t, ok, "evicting the pod beside the sibling clears nothing")
+	assert.Empty(t, full.filterCalls())
+}
