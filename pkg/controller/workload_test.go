@@ -32,6 +32,7 @@ func multilevel() *v1alpha1.Workload {
 	workers := gangTemplate("workers", 8, "topology.phalanx.dev/rack")
 	workers.DisruptionMode = &v1alpha1.DisruptionMode{All: &v1alpha1.AllDisruptionMode{}}
 	workers.PriorityClassName = "training"
+	workers.MinRuntimeSeconds = ptr.To[int32](600)
 	return &v1alpha1.Workload{
 		ObjectMeta: metav1.ObjectMeta{Name: "multilevel", Namespace: ns, UID: "uid-multilevel", Generation: 1},
 		Spec: v1alpha1.WorkloadSpec{
@@ -84,10 +85,12 @@ func TestWorkloadController(t *testing.T) {
 				assert.Equal(t, "topology.phalanx.dev/rack", pg.Spec.SchedulingConstraints.Topology[0].Key)
 				assert.NotNil(t, pg.Spec.DisruptionMode.All)
 				assert.Equal(t, "training", pg.Spec.PriorityClassName)
+				assert.Equal(t, ptr.To[int32](600), pg.Spec.MinRuntimeSeconds)
 			}},
 			{"multilevel-driver", "driver", ptr.To("multilevel-root"), func(t *testing.T, pg *v1alpha1.PodGroup) {
 				assert.Equal(t, int32(1), pg.Spec.SchedulingPolicy.Gang.MinCount)
 				assert.Nil(t, pg.Spec.DisruptionMode)
+				assert.Nil(t, pg.Spec.MinRuntimeSeconds, "a template without one leaves the PriorityClass's and the profile's defaults")
 			}},
 			{"multilevel-monitor", "monitor", nil, func(t *testing.T, pg *v1alpha1.PodGroup) {
 				assert.NotNil(t, pg.Spec.SchedulingPolicy.Basic)

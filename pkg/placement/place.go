@@ -131,10 +131,19 @@ func (p *planner) accept(g *gnode, c *candidate) {
 }
 
 // surplus places, within the domains quorum chose, every pending pod of the
-// satisfied groups that still fits.
+// satisfied groups that still fits; a leaf with preferred levels then
+// fills the domains around its chosen ones (preferred.go).
 func (p *planner) surplus(g *gnode) {
 	if g.leaf {
 		p.placeLeaf(g, g.domNodes, math.MaxInt)
+		for _, c := range g.wider {
+			if !g.pendingLeft() {
+				break
+			}
+			if p.placeLeaf(g, c.nodes, math.MaxInt) > 0 {
+				p.outgrow(g, c)
+			}
+		}
 		return
 	}
 	for _, c := range g.children {
@@ -142,6 +151,16 @@ func (p *planner) surplus(g *gnode) {
 			p.surplus(c)
 		}
 	}
+}
+
+// pendingLeft says whether leaf g has pending pods not placed yet.
+func (g *gnode) pendingLeft() bool {
+	for li, pods := range g.byShape {
+		if g.cursor[li] < len(pods) {
+			return true
+		}
+	}
+	return false
 }
 
 // placeLeaf places up to want pending pods of leaf g on nodes and returns how

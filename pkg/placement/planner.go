@@ -126,6 +126,10 @@ type gnode struct {
 	boundOn []int32     // nodes of the bound members that are in the snapshot
 	refused *Infeasible // what the nodes say against the levels; set once per plan
 	choice  *Choice     // where the last successful quorum put the group
+	// wider are the domains around domNodes, narrowest first, up to the
+	// required domain (or the parent's): where surplus goes once the
+	// chosen domains are full.
+	wider []*pdom
 }
 
 func newPlanner(t *NodeTable, reserved []Usage, root *Group, opts Options) (*planner, error) {

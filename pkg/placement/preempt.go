@@ -332,13 +332,17 @@ func (s *preemptor) refresh(n int) {
 }
 
 // run plans the tree on the current residuals, as PlanGroup would, and
-// rolls every placement back.
+// rolls every placement back. Ranks are ordered in every trial's plan, not
+// only the chosen one's: the gang is nominated to the chosen plan's nodes,
+// and ordering costs a sort of the ranked pods, less than the trial's
+// placement itself.
 func (s *preemptor) run() (*Plan, bool) {
 	p := s.p
 	var plan *Plan
 	ok := p.quorum(p.root, p.all)
 	if ok {
 		p.surplus(p.root)
+		p.orderRanks()
 		plan = p.plan()
 	}
 	p.rollback(0)

@@ -41,11 +41,13 @@ import (
 // every selection and filled first, so a group re-created in part stays in
 // the domains it has and adds the fewest new ones.
 //
-// A gang's goal is its quorum (MinCount minus the bound members); surplus
-// pods only join the chosen domains, as with a required key. A basic
-// group's goal is all of its pending pods; when no option holds them all,
-// it takes every domain of the best container at the last step and places
-// what fits.
+// A gang's goal is its quorum (MinCount minus the bound members). Surplus
+// pods fill the chosen domains first, then the domains around them, level
+// by level, up to the required key's domain: the levels are a preference,
+// and an elastic gang at its minimum grows wherever its required domain
+// has room rather than wait for its own rack. A basic group's goal is all
+// of its pending pods; when no option holds them all, it takes every
+// domain of the best container at the last step and places what fits.
 
 // pdom is one domain of a leaf's preferred levels.
 type pdom struct {
@@ -75,7 +77,7 @@ type option struct {
 // leaf's goal at the narrowest step that holds it (see the comment at the
 // top of this file).
 func (p *planner) preferredQuorum(g *gnode, nodes []int32) bool {
-	g.ok, g.dom, g.domNodes, g.fail, g.choice = false, -1, nil, nil, nil
+	g.ok, g.dom, g.domNodes, g.fail, g.choice, g.wider = false, -1, nil, nil, nil, nil
 	if g.refused != nil {
 		g.fail = g.refused
 		return false
@@ -420,6 +422,11 @@ func (p *planner) tryOption(g *gnode, o *option, goal, enough int64, step int, r
 	g.dom = top.val
 	for _, u := range used {
 		g.domNodes = append(g.domNodes, u.nodes...)
+	}
+	for c := o.cont; c != nil; c = c.parent {
+		if len(c.nodes) > len(g.domNodes) {
+			g.wider = append(g.wider, c)
+		}
 	}
 	g.choice = p.choice(g, o, used, step, reason)
 	return true

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -43,6 +44,34 @@ func (p *planner) choice(g *gnode, o *option, used []*pdom, step int, reason str
 	}
 	c.Message = b.String()
 	return c
+}
+
+// outgrow reports leaf g, whose surplus did not fit the domains its quorum
+// took and went on into container c, as placed in the domains of c that
+// hold its pods, those with bound members first.
+func (p *planner) outgrow(g *gnode, c *pdom) {
+	on := make(map[int32]bool, len(g.boundOn))
+	for _, n := range g.boundOn {
+		on[n] = true
+	}
+	for _, a := range p.log {
+		if p.pods[a.pod].leaf == g {
+			on[a.node] = true
+		}
+	}
+	var kept, added []*pdom
+	for _, u := range c.kids {
+		if !slices.ContainsFunc(u.nodes, func(n int32) bool { return on[n] }) {
+			continue
+		}
+		if u.bound > 0 {
+			kept = append(kept, u)
+		} else {
+			added = append(added, u)
+		}
+	}
+	g.choice = p.choice(g, &option{cont: c}, append(kept, added...), c.level, "its members beyond the minimum did not fit the domains of its minimum")
+	g.choice.Outgrown = true
 }
 
 // levelName names a domain of g's ladder: its key and value, or "" for a

@@ -303,3 +303,34 @@ func TestPreferredRackAgainstBaselines(t *testing.T) {
 	assert.Equal(t, []int{1, 2, 2}, preferred)
 	assert.Equal(t, []int{3, 3, 2}, blockOnly)
 }
+
+// An elastic gang at its minimum (2 bound in zone z1's rack z1-r1, which
+// has room for one more) grows its 2 members beyond the minimum into its
+// preferred rack first, then elsewhere in its required zone, never into
+// the other zone, whose nodes sort first; the choice then names the racks
+// it spans.
+func TestPreferredSurplusGrowsInsideTheRequiredDomain(t *testing.T) {
+	nodes := concat(
+		rackNodes("z0", "z0-b", "z0-r0", 1),
+		rackNodes("z1", "z1-b", "z1-r0", 1),
+		rackNodes("z1", "z1-b", "z1-r1", 3, 0, 0, 8),
+	)
+	g := preferring(withBound(withKey(gang("ns/elastic", 2, 2, gpuShape(8)), zoneKey), "z1-r1-0", "z1-r1-1"), rackKey)
+	plan, err := placement.PlanGroup(nodes, g, placement.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"ns/elastic-0": "z1-r1-2", "ns/elastic-1": "z1-r0-0"}, plan.Assignments)
+	c := plan.Choices["ns/elastic"]
+	assert.True(t, c.Outgrown, "%+v", c)
+	assert.Equal(t, rackKey, c.Key)
+	assert.Equal(t, []string{"z1-r1", "z1-r0"}, c.Domains, "the rack of its bound members first")
+	assert.Equal(t, zoneKey, c.Within)
+	assert.Equal(t, "z1", c.WithinDomain)
+	t.Log(c.Message)
+
+	// Room in its preferred rack for both: nothing outgrows it.
+	nodes = concat(nodes, rackNodes("z1", "z1-b", "z1-r1", 4, 0, 0, 8, 8)[3:])
+	plan, err = placement.PlanGroup(nodes, g, placement.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"z1-r1": 2}, racksOf(nodes, plan))
+	assert.False(t, plan.Choices["ns/elastic"].Outgrown)
+}

@@ -248,3 +248,29 @@ func TestRankOrderWithPreferredTopology(t *testing.T) {
 		t.Fatalf("crossings (block, rack, node) = %v, want [0 2 3]; ring %v", c, got)
 	}
 }
+
+// A ranked gang that must preempt: the victim search's plan, whose nodes
+// the gang is nominated to, puts its ranks in order as PlanGroup does. Its
+// rack's nodes have 3, 8 (once a balloon goes) and 5 GPUs for it: ranks
+// 0-2, 3-10 and 11-15 in node order, although best fit fills the nodes in
+// another order.
+func TestRankOrderInVictimSearchPlan(t *testing.T) {
+	nodes := gpuNodes("r0-n", 3, []int64{3, 8, 5}, at("z", "r0"))
+	victims := []placement.Victim{victim("ns/balloon", "r0-n-1", wholeNode, 1)}
+	g := withKey(rankedGang("train", 16, 11), rackKey)
+	want := []string{}
+	for node, n := range []int{3, 8, 5} {
+		for range n {
+			want = append(want, fmt.Sprintf("r0-n-%d", node))
+		}
+	}
+	for _, maxUnits := range []int{0, -1} {
+		pr, err := placement.FindVictims(occupy(nodes, victims), victims, g, highPriority, placement.PreemptOptions{MaxUnits: maxUnits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ring(t, g, pr.Plan); !slices.Equal(got, want) {
+			t.Fatalf("maxUnits %d: ring %v, want %v", maxUnits, got, want)
+		}
+	}
+}

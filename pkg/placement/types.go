@@ -292,6 +292,10 @@ type Choice struct {
 	Within, WithinDomain string
 	// Preferred is true when the group fits one domain of its first level.
 	Preferred bool
+	// Outgrown is true when the group's members beyond its minimum did not
+	// fit the domains its minimum took and went on into wider ones, which
+	// Key, Domains and Within then describe.
+	Outgrown bool
 	// Message words the choice for group status, e.g. "placed in 2
 	// topology.phalanx.dev/rack domains of topology.phalanx.dev/block b-3
 	// (r-1, r-2): no single topology.phalanx.dev/rack fits 12 pods (best

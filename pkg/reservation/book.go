@@ -141,7 +141,7 @@ func (b *Book) offerLocked(c Hold, choices []Choice, maxNodes int) (Hold, bool, 
 			b.removeLocked(old)
 			waiting = old.waiting
 		}
-		c.Domain, c.Nodes, c.Free, c.Short, c.Expected = ch.Domain, ch.Nodes, ch.Free, ch.Short, ch.Expected
+		c.Domain, c.Nodes, c.Free, c.Short, c.Expected, c.Protected = ch.Domain, ch.Nodes, ch.Free, ch.Short, ch.Expected, ch.Protected
 		e := &entry{Hold: c, waiting: waiting}
 		b.held[c.Root] = e
 		for n := range c.Nodes {
@@ -254,26 +254,30 @@ func (b *Book) Refresh(root groups.Key, choices []Choice, members sets.Set[strin
 	for _, ch := range choices {
 		if ch.Domain == e.Domain {
 			e.Free, e.Short, e.Members = ch.Free, ch.Short, members
-			return e.Hold, e.expectLocked(ch.Expected), true
+			// The copy is taken after the update: Go leaves the order of
+			// e.Hold and a call in one return list unspecified.
+			waiting := e.expectLocked(ch.Expected, ch.Protected)
+			return e.Hold, waiting, true
 		}
 	}
 	return Hold{}, nil, false
 }
 
-// Expect sets root's expected start, and returns the pods to try again
-// when it moved.
-func (b *Book) Expect(root groups.Key, at time.Time) map[string]*corev1.Pod {
+// Expect sets root's expected start, and when the protection it waits for
+// ends (ExpectedFit), and returns the pods to try again when the start
+// moved.
+func (b *Book) Expect(root groups.Key, at, protected time.Time) map[string]*corev1.Pod {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e := b.held[root]; e != nil {
-		return e.expectLocked(at)
+		return e.expectLocked(at, protected)
 	}
 	return nil
 }
 
-func (e *entry) expectLocked(at time.Time) map[string]*corev1.Pod {
+func (e *entry) expectLocked(at, protected time.Time) map[string]*corev1.Pod {
 	moved := !e.Expected.Equal(at)
-	e.Expected = at
+	e.Expected, e.Protected = at, protected
 	if !moved || len(e.waiting) == 0 {
 		return nil
 	}

@@ -229,7 +229,7 @@ func TestAdmitOwnHierarchyAndFreeNodes(t *testing.T) {
 // when the hold's expected start moves or the hold ends, once.
 func TestTurnedAwayPodsAreTriedAgain(t *testing.T) {
 	ends := map[string]func(b *Book) map[string]*corev1.Pod{
-		"its expected start moves": func(b *Book) map[string]*corev1.Pod { return b.Expect(key("big"), t0.Add(time.Minute)) },
+		"its expected start moves": func(b *Book) map[string]*corev1.Pod { return b.Expect(key("big"), t0.Add(time.Minute), time.Time{}) },
 		"its group is deleted": func(b *Book) map[string]*corev1.Pod {
 			e, ok := b.Forget(key("big"))
 			require.True(t, ok)
@@ -254,11 +254,11 @@ func TestTurnedAwayPodsAreTriedAgain(t *testing.T) {
 			require.True(t, ok)
 			ok, _ = b.Admit(podWith("late", 0, nil), groups.Key{}, false, "n1", t0, true)
 			require.False(t, ok)
-			assert.Empty(t, b.Expect(key("big"), time.Time{}), "an unchanged expected start tries nobody")
+			assert.Empty(t, b.Expect(key("big"), time.Time{}, time.Time{}), "an unchanged expected start tries nobody")
 			got := end(b)
 			assert.Contains(t, got, "ns/late")
 			if name == "its expected start moves" {
-				assert.Empty(t, b.Expect(key("big"), t0.Add(2*time.Minute)), "tried twice")
+				assert.Empty(t, b.Expect(key("big"), t0.Add(2*time.Minute), time.Time{}), "tried twice")
 			}
 		})
 	}

@@ -53,7 +53,11 @@ type Hold struct {
 	Since       time.Time
 	// Expected is when the gang is expected to fit in the domain; zero
 	// when unknown.
-	Expected    time.Time
+	Expected time.Time
+	// Protected is when the last pod the expected fit counts on evicting
+	// stops being protected by its minimum runtime; zero when it counts
+	// on none still protected.
+	Protected   time.Time
 	Free, Short placement.Resources
 	// Members are the UIDs of the hierarchy's pods when last planned.
 	Members sets.Set[string]
@@ -65,8 +69,14 @@ func (h Hold) Message() string {
 	if !h.Expected.IsZero() {
 		exp = h.Expected.UTC().Format(time.RFC3339)
 	}
-	return fmt.Sprintf("holds %s=%s (%d nodes; free %s; short %s; expected to fit at %s)",
-		h.Key, h.Domain, len(h.Nodes), formatResources(h.Free), formatResources(h.Short), exp)
+	prot := ""
+	if !h.Protected.IsZero() {
+		// Without it, a gang that waits only for its victims' minimum
+		// runtime would look as if it waited for nothing.
+		prot = fmt.Sprintf("; the pods it would preempt are protected by their minimum runtime until %s", h.Protected.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("holds %s=%s (%d nodes; free %s; short %s; expected to fit at %s%s)",
+		h.Key, h.Domain, len(h.Nodes), formatResources(h.Free), formatResources(h.Short), exp, prot)
 }
 
 // Record is what the group's status keeps of the hold.
@@ -166,14 +176,19 @@ type Running struct {
 	// slot.
 	Requests placement.Resources
 	// Evictable: the gang's own preemption may evict it (Gang.MayEvict),
-	// so it counts as free at once.
+	// so it counts as free at once, or once ProtectedUntil has passed.
 	Evictable bool
+	// ProtectedUntil is when its minimum runtime stops protecting it from
+	// preemption; zero when it has none.
+	ProtectedUntil time.Time
 }
 
 // ExpectedFit estimates when short frees: the pods end in order,
-// evictable ones at now. Zero when the known ends do not free it; now when
-// nothing is short.
-func ExpectedFit(now time.Time, short placement.Resources, pods []Running) time.Time {
+// evictable ones at now, or when their protection ends. at is zero when
+// the known ends do not free it, now when nothing is short; protected is
+// the latest protection end among the evictable pods it counted on, zero
+// when none of them is protected after now.
+func ExpectedFit(now time.Time, short placement.Resources, pods []Running) (at, protected time.Time) {
 	left := placement.Resources{}
 	for n, v := range short {
 		if v > 0 {
@@ -181,28 +196,39 @@ func ExpectedFit(now time.Time, short placement.Resources, pods []Running) time.
 		}
 	}
 	if len(left) == 0 {
-		return now
+		return now, time.Time{}
 	}
 	type ending struct {
-		at  time.Time
-		req placement.Resources
+		at        time.Time
+		req       placement.Resources
+		protected bool
 	}
 	var ends []ending
 	for _, p := range pods {
-		at := p.End
-		if p.Evictable {
-			at = now
+		e := ending{at: p.End, req: p.Requests}
+		switch {
+		case !p.Evictable:
+			// It frees at its end.
+		case !p.ProtectedUntil.After(now):
+			e.at = now
+		case p.End.IsZero() || p.ProtectedUntil.Before(p.End):
+			e.at, e.protected = p.ProtectedUntil, true
+		default:
+			// It ends before its protection does.
 		}
-		if at.IsZero() {
+		if e.at.IsZero() {
 			continue
 		}
-		if at.Before(now) {
-			at = now
+		if e.at.Before(now) {
+			e.at = now
 		}
-		ends = append(ends, ending{at, p.Requests})
+		ends = append(ends, e)
 	}
 	sort.SliceStable(ends, func(i, j int) bool { return ends[i].at.Before(ends[j].at) })
 	for _, e := range ends {
+		if e.protected {
+			protected = e.at
+		}
 		for n, v := range e.req {
 			if _, ok := left[n]; ok {
 				left[n] -= v
@@ -218,10 +244,10 @@ func ExpectedFit(now time.Time, short placement.Resources, pods []Running) time.
 			}
 		}
 		if done {
-			return e.at
+			return e.at, protected
 		}
 	}
-	return time.Time{}
+	return time.Time{}, time.Time{}
 }
 
 // Domain is what a failed plan knows of one domain of the gang's key.
@@ -239,10 +265,10 @@ type Domain struct {
 
 // Choice is a domain a gang could hold, closest first.
 type Choice struct {
-	Domain      string
-	Nodes       sets.Set[string]
-	Free, Short placement.Resources
-	Expected    time.Time
+	Domain              string
+	Nodes               sets.Set[string]
+	Free, Short         placement.Resources
+	Expected, Protected time.Time
 }
 
 // Choose turns a failed plan's domains, closest first, into the choices a
@@ -258,10 +284,9 @@ func Choose(now time.Time, domains []Domain) (choices []Choice, never []string) 
 			never = append(never, fmt.Sprintf("%s short %d %s with every other pod gone", d.Fit.Domain, n, res))
 			continue
 		}
-		choices = append(choices, Choice{
-			Domain: d.Fit.Domain, Nodes: d.Nodes, Free: d.Free, Short: d.Fit.Short,
-			Expected: ExpectedFit(now, d.Fit.Short, d.Running),
-		})
+		ch := Choice{Domain: d.Fit.Domain, Nodes: d.Nodes, Free: d.Free, Short: d.Fit.Short}
+		ch.Expected, ch.Protected = ExpectedFit(now, d.Fit.Short, d.Running)
+		choices = append(choices, ch)
 	}
 	return choices, never
 }

@@ -92,30 +92,51 @@ func TestExpectedFit(t *testing.T) {
 	evicted.Evictable = true
 	unknown := Running{Requests: cpu(4000)}
 	long := ending(-time.Hour, 4000) // should have ended already
+	// Evictable, but protected by a minimum runtime for 30s more; and one
+	// whose runtime bound ends before its protection does.
+	shielded := Running{Requests: cpu(4000), Evictable: true, ProtectedUntil: t0.Add(30 * time.Second)}
+	endsFirst := shielded
+	endsFirst.End = t0.Add(10 * time.Second)
+	lapsed := shielded
+	lapsed.ProtectedUntil = t0.Add(-time.Second)
 	cases := []struct {
 		name  string
 		short placement.Resources
 		pods  []Running
 		want  time.Duration // from now; -1: unknown
+		// protected is when the protection it waits for ends, from now;
+		// 0: none.
+		protected time.Duration
 	}{
-		{"two pods must end: the later of the first two", cpu(8000), []Running{a, b, c}, 50 * time.Second},
-		{"more than every known end frees", cpu(16000), []Running{a, b, c}, -1},
-		{"nothing short: now", placement.Resources{}, []Running{a}, 0},
-		{"nothing short but zeros: now", cpu(0), nil, 0},
-		{"an evictable pod frees at once", cpu(8000), []Running{a, b, evicted}, 20 * time.Second},
-		{"a pod without a known end frees nothing", cpu(8000), []Running{a, unknown}, -1},
-		{"a pod past its end frees now", cpu(4000), []Running{long, b}, 0},
-		{"pod slots count one per pod", placement.Resources{corev1.ResourcePods: 2}, []Running{a, b, c}, 50 * time.Second},
-		{"a resource no pod uses is never freed", placement.Resources{"nvidia.com/gpu": 1}, []Running{a, b}, -1},
+		{"two pods must end: the later of the first two", cpu(8000), []Running{a, b, c}, 50 * time.Second, 0},
+		{"more than every known end frees", cpu(16000), []Running{a, b, c}, -1, 0},
+		{"nothing short: now", placement.Resources{}, []Running{a}, 0, 0},
+		{"nothing short but zeros: now", cpu(0), nil, 0, 0},
+		{"an evictable pod frees at once", cpu(8000), []Running{a, b, evicted}, 20 * time.Second, 0},
+		{"a pod without a known end frees nothing", cpu(8000), []Running{a, unknown}, -1, 0},
+		{"a pod past its end frees now", cpu(4000), []Running{long, b}, 0, 0},
+		{"pod slots count one per pod", placement.Resources{corev1.ResourcePods: 2}, []Running{a, b, c}, 50 * time.Second, 0},
+		{"a resource no pod uses is never freed", placement.Resources{"nvidia.com/gpu": 1}, []Running{a, b}, -1, 0},
+		{"a protected evictable pod frees when its protection ends", cpu(4000), []Running{a, shielded}, 30 * time.Second, 30 * time.Second},
+		{"the fit waits for the last protection it needs", cpu(8000), []Running{b, shielded}, 30 * time.Second, 30 * time.Second},
+		{"a protection the fit does not need is not named", cpu(4000), []Running{b, shielded}, 20 * time.Second, 0},
+		{"a pod that ends before its protection frees at its end", cpu(4000), []Running{a, endsFirst}, 10 * time.Second, 0},
+		{"a protection that ended frees at once", cpu(4000), []Running{a, lapsed}, 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ExpectedFit(t0, tc.short, tc.pods)
+			got, protected := ExpectedFit(t0, tc.short, tc.pods)
 			if tc.want < 0 {
 				assert.True(t, got.IsZero(), "got %v", got)
+				assert.True(t, protected.IsZero(), "protected %v", protected)
 				return
 			}
 			assert.Equal(t, t0.Add(tc.want), got)
+			if tc.protected == 0 {
+				assert.True(t, protected.IsZero(), "protected %v", protected)
+			} else {
+				assert.Equal(t, t0.Add(tc.protected), protected)
+			}
 		})
 	}
 }
@@ -148,4 +169,6 @@ func TestMessage(t *testing.T) {
 	assert.Equal(t, "holds topology.phalanx.dev/rack=zone-0-rack-1 (2 nodes; free 1.5 cpu, 2048Mi memory, 2 nvidia.com/gpu; short 4 cpu; expected to fit at unknown)", h.Message())
 	h.Free, h.Expected = nil, t0
 	assert.Equal(t, "holds topology.phalanx.dev/rack=zone-0-rack-1 (2 nodes; free nothing; short 4 cpu; expected to fit at 2026-03-01T12:00:00Z)", h.Message())
+	h.Expected, h.Protected = t0.Add(time.Minute), t0.Add(time.Minute)
+	assert.Equal(t, "holds topology.phalanx.dev/rack=zone-0-rack-1 (2 nodes; free nothing; short 4 cpu; expected to fit at 2026-03-01T12:01:00Z; the pods it would preempt are protected by their minimum runtime until 2026-03-01T12:01:00Z)", h.Message())
 }

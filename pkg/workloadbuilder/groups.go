@@ -106,9 +106,10 @@ func (b *Builder) lookup(templateName string) (*v1alpha1.Workload, templateEntry
 
 // NewPodGroup makes a PodGroup called name from the podGroupTemplate
 // templateName, compiling the Workload first if need be. It copies the
-// template's policy, constraints, resource claims, disruption mode and
-// priority fields, and links the group to the Workload (spec.workloadRef)
-// and to its parent composite group <workload>-<parent template>.
+// template's policy, constraints, resource claims, disruption mode,
+// priority fields and minimum runtime, and links the group to the Workload
+// (spec.workloadRef) and to its parent composite group
+// <workload>-<parent template>.
 func (b *Builder) NewPodGroup(name, templateName string) (*v1alpha1.PodGroup, error) {
 	w, e, err := b.lookup(templateName)
 	if err != nil {
@@ -134,6 +135,7 @@ func (b *Builder) NewPodGroup(name, templateName string) (*v1alpha1.PodGroup, er
 			PriorityClassName:           t.PriorityClassName,
 			Priority:                    t.Priority,
 			PreemptionPolicy:            t.PreemptionPolicy,
+			MinRuntimeSeconds:           t.MinRuntimeSeconds,
 		},
 	}, nil
 }

@@ -77,6 +77,10 @@ func TestWorkloadGroupsAreCreatedAndGarbageCollected(t *testing.T) {
 			assert.Equal(t, tc.minCount, tc.pg.Spec.SchedulingPolicy.Gang.MinCount, tc.template)
 			assert.Equal(t, sandbox.RackLabel, tc.pg.Spec.SchedulingConstraints.Topology[0].Key, tc.template)
 		}
+		// The template's minimum runtime reaches its PodGroup (the CRD
+		// would prune a field it does not know).
+		assert.Equal(t, ptr.To[int32](600), workers.Spec.MinRuntimeSeconds)
+		assert.Nil(t, driver.Spec.MinRuntimeSeconds)
 		for _, owners := range [][]metav1.OwnerReference{root.OwnerReferences, workers.OwnerReferences, driver.OwnerReferences} {
 			require.Len(t, owners, 1)
 			assert.Equal(t, "Workload", owners[0].Kind)

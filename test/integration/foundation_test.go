@@ -133,6 +133,8 @@ func TestCRDValidationRejectsInvalidObjects(t *testing.T) {
 		{"an unknown preemption policy", pg(func(p *v1alpha1.PodGroup) {
 			p.Spec.PreemptionPolicy = ptr.To(v1alpha1.PreemptionPolicy("Sometimes"))
 		}), []string{"spec.preemptionPolicy", "Unsupported value"}},
+		{"a negative minimum runtime", pg(func(p *v1alpha1.PodGroup) { p.Spec.MinRuntimeSeconds = ptr.To[int32](-1) }),
+			[]string{"spec.minRuntimeSeconds", "greater than or equal to 0"}},
 		{"five resource claims", pg(func(p *v1alpha1.PodGroup) {
 			for i := 0; i < 5; i++ {
 				p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1alpha1.PodGroupResourceClaim{Name: fmt.Sprintf("c%d", i), ResourceClaimName: ptr.To("x")})
@@ -186,6 +188,14 @@ func TestCRDValidationRejectsInvalidObjects(t *testing.T) {
 		}), []string{"spec.podGroupTemplates[0].disruptionMode", "the disruptionMode `all` is not supported with the Basic scheduling policy"}},
 		{"a Workload template with minCount 0", wl(func(s *v1alpha1.WorkloadSpec) { s.PodGroupTemplates[0].SchedulingPolicy.Gang.MinCount = 0 }),
 			[]string{"spec.podGroupTemplates[0].schedulingPolicy.gang.minCount", "greater than or equal to 1"}},
+		{"a Workload template with a minimum runtime over a week", wl(func(s *v1alpha1.WorkloadSpec) { s.PodGroupTemplates[0].MinRuntimeSeconds = ptr.To[int32](604801) }),
+			[]string{"spec.podGroupTemplates[0].minRuntimeSeconds", "less than or equal to 604800"}},
+		{"a Workload composite's template with a negative minimum runtime", wl(func(s *v1alpha1.WorkloadSpec) {
+			inner := pgTemplate("inner")
+			inner.MinRuntimeSeconds = ptr.To[int32](-5)
+			s.PodGroupTemplates = nil
+			s.CompositePodGroupTemplates = []v1alpha1.CompositePodGroupTemplate{{CompositePodGroupTemplateFields: compositeFields("root", inner)}}
+		}), []string{"spec.compositePodGroupTemplates[0].podGroupTemplates[0].minRuntimeSeconds", "greater than or equal to 0"}},
 		{"a Workload nested five levels deep", wl(func(s *v1alpha1.WorkloadSpec) {
 			l3 := v1alpha1.CompositePodGroupTemplateLevel3{CompositePodGroupTemplateFields: compositeFields("l3", pgTemplate("leaf")),
 				CompositePodGroupTemplates: []v1alpha1.TooDeepTemplate{{}}}

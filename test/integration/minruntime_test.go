@@ -107,8 +107,8 @@ func TestMinimumRuntimeDelaysPreemption(t *testing.T) {
 // same priority. A high-priority gang that needs 2 nodes evicts the elastic
 // gang's 2 members beyond its minimum, not the younger gang, which would
 // then be broken. Lowering the elastic gang's minimum makes its members
-// surplus at once; raising a gang's above its bound count makes it wait,
-// its running members untouched.
+// surplus at once. (Raising a minimum above the bound count is
+// TestElasticGangGrowsInItsDomain's last step.)
 func TestSurplusMembersArePreemptedFirst(t *testing.T) {
 	c := preemptionCluster(t, &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 6, CPU: "4", Memory: "32Gi", Pods: 110})
 	ctx := context.Background()
@@ -167,17 +167,91 @@ func TestSurplusMembersArePreemptedFirst(t *testing.T) {
 	waitBound(t, c, ns, "late-", 1)
 	assert.Len(t, podNames(t, c, ns, "elastic-"), 1, "the member beyond the lowered minimum went")
 	assert.Equal(t, []string{"steady-0", "steady-1"}, podNames(t, c, ns, "steady-"), "the gang at its minimum is untouched")
+}
 
-	// Raising steady's minimum above its bound count, with a third member
-	// on a full cluster: the gang waits for room as a gang, and nothing
-	// evicts its own running members for the new one.
-	pg, err = c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "steady", metav1.GetOptions{})
+// TestElasticGangGrowsInItsDomain: an elastic gang (minimum 2) required in
+// one zone and preferring one rack grows as room appears: into its
+// preferred rack while it has room, then elsewhere in its zone, never into
+// the other zone, although the other zone's free node sorts first by name.
+// Raised above its bound count, its minimum makes it wait as a gang: one
+// free node binds none of its 2 new members, a second binds both, and its
+// running members stay where they are.
+func TestElasticGangGrowsInItsDomain(t *testing.T) {
+	c := startCluster(t, sandbox.Options{Scheduler: true, NodeAgent: true,
+		Topology: &sandbox.Topology{Zones: 2, RacksPerZone: 2, NodesPerRack: 3, CPU: "4", Memory: "32Gi", Pods: 110}})
+	ctx := context.Background()
+	ns := namespace(t, c)
+	// Every node is taken but the first two of zone 1's rack 1, where the
+	// gang starts.
+	fillerOn := map[string]string{}
+	for z := range 2 {
+		for r := range 2 {
+			for n := range 3 {
+				node := fmt.Sprintf("node-z%d-r%d-n%d", z, r, n)
+				if z == 1 && r == 1 && n < 2 {
+					continue
+				}
+				fillerOn[node] = "fill-" + node
+				filler(t, c, ns, fillerOn[node], node, 0)
+			}
+		}
+	}
+	waitBound(t, c, ns, "fill-", 10)
+	pg := gangPG("elastic", 2)
+	pg.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{
+		Topology: topo(sandbox.ZoneLabel), PreferredTopology: topo(sandbox.RackLabel)}
+	createPodGroup(t, c, ns, pg)
+	grow := func(names ...string) {
+		for _, name := range names {
+			createPods(t, c, ns, member{name: name, labels: inGroup("elastic"), cpu: "4"})
+		}
+	}
+	grow("elastic-0", "elastic-1")
+	waitBound(t, c, ns, "elastic-", 2)
+	assert.ElementsMatch(t, []string{"node-z1-r1-n0", "node-z1-r1-n1"}, []string{boundPods(t, c, ns)["elastic-0"], boundPods(t, c, ns)["elastic-1"]})
+
+	// Room appears in the other zone, elsewhere in the gang's zone, and in
+	// its rack.
+	for _, node := range []string{"node-z0-r0-n0", "node-z1-r0-n0", "node-z1-r1-n2"} {
+		deletePod(t, c, ns, fillerOn[node])
+	}
+	eventually(t, 30*time.Second, "the 3 fillers gone", func() (bool, error) { return len(podNames(t, c, ns, "fill-")) == 7, nil })
+	grow("elastic-2")
+	waitBound(t, c, ns, "elastic-", 3)
+	assert.Equal(t, "node-z1-r1-n2", boundPods(t, c, ns)["elastic-2"], "a member beyond the minimum takes the gang's preferred rack")
+	grow("elastic-3")
+	waitBound(t, c, ns, "elastic-", 4)
+	assert.Equal(t, "node-z1-r0-n0", boundPods(t, c, ns)["elastic-3"], "the rack full, it stays in the gang's zone")
+	before := boundPods(t, c, ns)
+
+	// Minimum 6 with 4 bound: the 2 new members wait for room for both.
+	pg, err := c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "elastic", metav1.GetOptions{})
 	require.NoError(t, err)
-	pg.Spec.SchedulingPolicy.Gang.MinCount = 3
+	pg.Spec.SchedulingPolicy.Gang.MinCount = 6
 	_, err = c.Phalanx.SchedulingV1alpha1().PodGroups(ns).Update(ctx, pg, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	createPods(t, c, ns, member{name: "steady-2", labels: inGroup("steady"), cpu: "4", priorityClass: "low"})
-	consistently(t, 2*time.Second, "the raised gang keeps its running members and waits for its third", func() bool {
-		return boundWithPrefix(t, c, ns, "steady-") == 2 && len(podNames(t, c, ns, "steady-")) == 3 && len(podNames(t, c, ns, "elastic-")) == 1
+	grow("elastic-4", "elastic-5")
+	deletePod(t, c, ns, fillerOn["node-z1-r0-n1"])
+	consistently(t, 2*time.Second, "one free node in the zone binds neither new member", func() bool {
+		return boundWithPrefix(t, c, ns, "elastic-") == 4
 	})
+	deletePod(t, c, ns, fillerOn["node-z1-r0-n2"])
+	waitBound(t, c, ns, "elastic-", 6)
+	after := boundPods(t, c, ns)
+	for _, name := range []string{"elastic-0", "elastic-1", "elastic-2", "elastic-3"} {
+		assert.Equal(t, before[name], after[name], "%s kept its node", name)
+	}
+	assert.ElementsMatch(t, []string{"node-z1-r0-n1", "node-z1-r0-n2"}, []string{after["elastic-4"], after["elastic-5"]})
+	assert.Empty(t, podsOn(after, "node-z0-r0-n0"), "nothing of the gang in the other zone")
+}
+
+// podsOn lists the pods bound (by boundPods) to node.
+func podsOn(bound map[string]string, node string) []string {
+	var out []string
+	for name, n := range bound {
+		if n == node {
+			out = append(out, name)
+		}
+	}
+	return out
 }

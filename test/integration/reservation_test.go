@@ -191,6 +191,56 @@ func TestReservation(t *testing.T) {
 		assert.Empty(t, boundPods(t, c, ns)["long"])
 	})
 
+	t.Run("a gang whose only victims are protected holds a rack and says until when", func(t *testing.T) {
+		ns := namespace(t, c)
+		nodes := rackNodes(t, c, "p", 2, 2, "4", nil)
+		t.Cleanup(func() { deleteNodes(t, c, nodes...) })
+		createPriorityClasses(t, c,
+			&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "resv-low"}, Value: 10},
+			&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "resv-high"}, Value: 1000})
+		t.Cleanup(func() {
+			for _, pc := range []string{"resv-low", "resv-high"} {
+				_ = c.Client.SchedulingV1().PriorityClasses().Delete(ctx, pc, metav1.DeleteOptions{})
+			}
+		})
+		// A batch gang protected for 6s fills every node; the urgent gang
+		// may preempt it, but not before its minimum runtime has passed.
+		const minRuntime = 6 * time.Second
+		batch := gangPG("batch", 4)
+		batch.Spec.PriorityClassName = "resv-low"
+		batch.Spec.MinRuntimeSeconds = ptr.To(int32(minRuntime / time.Second))
+		createPodGroup(t, c, ns, batch)
+		for i := range 4 {
+			createPods(t, c, ns, member{name: fmt.Sprintf("batch-%d", i), labels: inGroup("batch"), cpu: "4", priorityClass: "resv-low"})
+		}
+		waitBound(t, c, ns, "batch-", 4)
+		whole := lastBind(t, c, ns, "batch-")
+		urgent := gangPG("urgent", 2)
+		urgent.Spec.PriorityClassName = "resv-high"
+		urgent.Spec.SchedulingConstraints = &v1alpha1.PodGroupSchedulingConstraints{Topology: topo(sandbox.RackLabel)}
+		createPodGroup(t, c, ns, urgent)
+		for i := range 2 {
+			createPods(t, c, ns, member{name: fmt.Sprintf("urgent-%d", i), labels: inGroup("urgent"), cpu: "4", priorityClass: "resv-high"})
+		}
+
+		// The hold names the protection, and expects the gang no earlier
+		// than its end (binds are recorded to the second).
+		cond := reserved(t, c, ns, "urgent", metav1.ConditionTrue, reservation.ReasonHolding, 10*time.Second)
+		t.Log(cond.Message)
+		until := whole.Add(minRuntime).UTC().Format(time.RFC3339)
+		assert.Contains(t, cond.Message, "protected by their minimum runtime until "+until, cond.Message)
+		_, rest, _ := strings.Cut(cond.Message, "expected to fit at ")
+		at, _, _ := strings.Cut(rest, ";")
+		expected, err := time.Parse(time.RFC3339, at)
+		require.NoError(t, err, cond.Message)
+		assert.False(t, expected.Before(whole.Add(minRuntime-time.Second)), "expected to fit at %s, before the protection ends at %s", at, until)
+
+		// Once the protection ends, the gang preempts exactly its rack.
+		waitBound(t, c, ns, "urgent-", 2)
+		assert.Len(t, podNames(t, c, ns, "batch-"), 2)
+		reserved(t, c, ns, "urgent", metav1.ConditionFalse, reservation.ReasonReleasedBound, 30*time.Second)
+	})
+
 	t.Run("the hold ends when the group is deleted", func(t *testing.T) {
 		ns := namespace(t, c)
 		held, _ := setup(t, "d", ns, 0)

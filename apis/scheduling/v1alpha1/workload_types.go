@@ -90,6 +90,15 @@ type PodGroupTemplate struct {
 	Priority *int32 `json:"priority,omitempty"`
 	// +optional
 	PreemptionPolicy *PreemptionPolicy `json:"preemptionPolicy,omitempty"`
+	// MinRuntimeSeconds is copied to the PodGroup's minRuntimeSeconds: its
+	// running members are protected from preemption by higher-priority
+	// pods for this long after the group became whole, capped by
+	// PhalanxPreemption's maxMinRuntimeSeconds. The PodGroup keeps the
+	// value it was created with.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=604800
+	MinRuntimeSeconds *int32 `json:"minRuntimeSeconds,omitempty"`
 }
 
 // CompositePodGroupTemplateFields are the fields every composite template

@@ -735,6 +735,11 @@ func (in *PodGroupTemplate) DeepCopyInto(out *PodGroupTemplate) {
 		*out = new(PreemptionPolicy)
 		**out = **in
 	}
+	if in.MinRuntimeSeconds != nil {
+		in, out := &in.MinRuntimeSeconds, &out.MinRuntimeSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

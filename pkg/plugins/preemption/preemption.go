@@ -81,7 +81,10 @@ type Preemption struct {
 	wakes map[string]*time.Timer
 }
 
-var _ fwk.PostFilterPlugin = &Preemption{}
+var (
+	_ fwk.PostFilterPlugin = &Preemption{}
+	_ pluginrt.Protections = &Preemption{}
+)
 
 // Factory returns the plugin's factory for the scheduler that rt serves.
 func Factory(rt *pluginrt.Runtime) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {

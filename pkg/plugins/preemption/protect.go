@@ -1,6 +1,7 @@
 package preemption
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,19 +56,27 @@ type guard struct {
 }
 
 func (p *Preemption) guardOf(placed []placedPod) *guard {
-	g := &guard{now: p.now(), recs: make([]runRecord, len(placed)), ids: make([]victimID, len(placed)),
+	pods, ids := make([]*corev1.Pod, len(placed)), make([]victimID, len(placed))
+	for i, pp := range placed {
+		pods[i], ids[i] = pp.pi.GetPod(), pp.id
+	}
+	return p.guardOfPods(pods, ids)
+}
+
+// guardOfPods is the guard of pods, whose victimOf are ids.
+func (p *Preemption) guardOfPods(pods []*corev1.Pod, ids []victimID) *guard {
+	g := &guard{now: p.now(), recs: make([]runRecord, len(pods)), ids: ids,
 		units: map[string]time.Time{}, unitRuntime: map[string]time.Duration{}}
 	classes := map[string]*time.Duration{}
-	for i, pp := range placed {
-		pod := pp.pi.GetPod()
-		class, seen := classes[pp.id.class]
+	for i, pod := range pods {
+		id := ids[i]
+		class, seen := classes[id.class]
 		if !seen {
-			class = p.classRuntime(pp.id.class)
-			classes[pp.id.class] = class
+			class = p.classRuntime(id.class)
+			classes[id.class] = class
 		}
-		g.recs[i] = runRecord{group: pp.id.leaf, minCount: pp.id.minCount, bound: boundAt(pod),
-			runtime: p.runtime.resolve(pp.id.declared, class), created: pod.CreationTimestamp.UnixNano(), key: planinput.PodKey(pod)}
-		g.ids[i] = pp.id
+		g.recs[i] = runRecord{group: id.leaf, minCount: id.minCount, bound: boundAt(pod),
+			runtime: p.runtime.resolve(id.declared, class), created: pod.CreationTimestamp.UnixNano(), key: planinput.PodKey(pod)}
 	}
 	g.until = protectedUntil(g.recs)
 	for i, id := range g.ids {
@@ -82,6 +91,51 @@ func (p *Preemption) guardOf(placed []placedPod) *guard {
 		}
 	}
 	return g
+}
+
+// ProtectedUntil implements pluginrt.Protections for the reservations.
+// A gang member's protection starts when its gang became whole, and an
+// all-mode unit is protected while any of its members is: both depend on
+// the group's bound members wherever they run, so those are read from the
+// group cache beside the pods asked about.
+func (p *Preemption) ProtectedUntil(pods []*corev1.Pod) []time.Time {
+	out := make([]time.Time, len(pods))
+	if p.runtime.cap <= 0 || len(pods) == 0 {
+		return out
+	}
+	all := slices.Clone(pods)
+	ids := make([]victimID, len(pods))
+	seen := make(map[types.UID]bool, len(pods))
+	for i, pod := range pods {
+		ids[i], seen[pod.UID] = p.victimOf(pod), true
+	}
+	read := map[groups.Key]bool{}
+	for i, pod := range pods {
+		if ids[i].leaf == "" {
+			continue
+		}
+		ch, grouped, err := p.groups.ChainOf(pod)
+		if !grouped || err != nil {
+			continue
+		}
+		for _, g := range ch {
+			if wanted := g.Key == ch.Leaf().Key || g.Key.String() == ids[i].unit; !wanted || read[g.Key] {
+				continue
+			}
+			read[g.Key] = true
+			for _, m := range p.groups.SubtreeMembersIn(g.Key, groups.Bound) {
+				if !seen[m.UID] {
+					seen[m.UID] = true
+					all, ids = append(all, m), append(ids, p.victimOf(m))
+				}
+			}
+		}
+	}
+	g := p.guardOfPods(all, ids)
+	for i := range pods {
+		out[i] = g.unitUntil(i)
+	}
+	return out
 }
 
 // unitUntil is when the protection of placed pod i's unit (the pod alone

@@ -88,4 +88,12 @@ func TestCandidatesHonourMinimumRuntime(t *testing.T) {
 	prot := protectedBy([]string{shielded[0].Key, shielded[1].Key}, shielded)
 	require.Equal(t, 2, prot.Victims)
 	assert.Contains(t, prot.Error(), "until "+now.Add(30*time.Second).Format(time.RFC3339)+" (minimum runtime 1m0s)")
+
+	// The reservations ask about the pods on a domain's nodes, without the
+	// rest of their gang or unit: the group cache supplies those, so the
+	// answers are the search's.
+	asked := []*corev1.Pod{pods[0], pods[2], pods[5]} // trained-0, crew-0, plain
+	assert.Equal(t, []time.Time{now.Add(30 * time.Second), now.Add(50 * time.Second), now.Add(4 * time.Second)}, p.ProtectedUntil(asked))
+	p.runtime.cap = 0
+	assert.Equal(t, make([]time.Time, 3), p.ProtectedUntil(asked), "a profile whose cap is 0 protects nothing")
 }

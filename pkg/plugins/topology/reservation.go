@@ -28,6 +28,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/reservation"
 )
 
@@ -46,10 +47,38 @@ type reserver struct {
 	now   func() time.Time
 	// tick is the sweep's period.
 	tick time.Duration
+	// protections returns the profile's PhalanxPreemption, which knows
+	// the minimum runtimes; nil when the profile runs none.
+	protections func() pluginrt.Protections
 }
 
-func newReserver(t *Topology, args reservation.Args, nodes corelisters.NodeLister) *reserver {
-	return &reserver{t: t, args: args, book: reservation.NewBook(), nodes: nodes, now: time.Now, tick: time.Second}
+func newReserver(t *Topology, args reservation.Args, nodes corelisters.NodeLister, protections func() pluginrt.Protections) *reserver {
+	return &reserver{t: t, args: args, book: reservation.NewBook(), nodes: nodes, now: time.Now, tick: time.Second, protections: protections}
+}
+
+// protect sets ProtectedUntil of every evictable pod in running, whose
+// pods are pods.
+func (r *reserver) protect(running []reservation.Running, pods []*corev1.Pod) {
+	if r.protections == nil {
+		return
+	}
+	pr := r.protections()
+	if pr == nil {
+		return
+	}
+	var ask []*corev1.Pod
+	var at []int
+	for i := range running {
+		if running[i].Evictable {
+			ask, at = append(ask, pods[i]), append(at, i)
+		}
+	}
+	if len(ask) == 0 {
+		return
+	}
+	for j, until := range pr.ProtectedUntil(ask) {
+		running[at[j]].ProtectedUntil = until
+	}
 }
 
 // run starts the sweep once: on the first scheduling cycle, so only the
@@ -122,7 +151,7 @@ func (r *reserver) consider(logger klog.Logger, tree *groups.Tree, inf *placemen
 		Root: tree.Key, Priority: groups.PodPriority(rep),
 		Preempts: groups.PodPolicy(rep) == corev1.PreemptLowerPriority, Created: tree.Created,
 	}
-	choices, never := reservation.Choose(now, domainsOf(inf, infos, members, gang))
+	choices, never := reservation.Choose(now, r.domainsOf(inf, infos, members, gang))
 	if held, activate, ok := r.book.Refresh(tree.Key, choices, members); ok {
 		r.activate(activate)
 		r.setHolding(held)
@@ -154,9 +183,10 @@ func (r *reserver) consider(logger klog.Logger, tree *groups.Tree, inf *placemen
 }
 
 // domainsOf reads, for each domain the failed plan lists (closest first),
-// its nodes, what pods outside the hierarchy use and run there, and what
-// is free, from the snapshot.
-func domainsOf(inf *placement.Infeasible, infos []fwk.NodeInfo, members sets.Set[string], gang reservation.Gang) []reservation.Domain {
+// its nodes, what pods outside the hierarchy use and run there (with the
+// protection of those the gang may preempt), and what is free, from the
+// snapshot.
+func (r *reserver) domainsOf(inf *placement.Infeasible, infos []fwk.NodeInfo, members sets.Set[string], gang reservation.Gang) []reservation.Domain {
 	fits := inf.Domains
 	if len(fits) == 0 && inf.BestDomain != "" {
 		fits = []placement.DomainFit{{Domain: inf.BestDomain, Fits: inf.Fits, Need: inf.Need, Short: inf.Short}}
@@ -173,11 +203,13 @@ func domainsOf(inf *placement.Infeasible, infos []fwk.NodeInfo, members sets.Set
 	out := make([]reservation.Domain, 0, len(fits))
 	for _, f := range fits {
 		d := reservation.Domain{Fit: f, Nodes: byDomain[f.Domain], Used: placement.Resources{}, Free: placement.Resources{}}
+		var pods []*corev1.Pod
 		for _, ni := range infos {
 			if d.Nodes.Has(ni.Node().Name) {
-				addNode(&d, ni, members, gang)
+				pods = addNode(&d, ni, members, gang, pods)
 			}
 		}
+		r.protect(d.Running, pods)
 		for n, v := range d.Free {
 			if v <= 0 {
 				delete(d.Free, n)
@@ -188,8 +220,9 @@ func domainsOf(inf *placement.Infeasible, infos []fwk.NodeInfo, members sets.Set
 	return out
 }
 
-// addNode adds node ni's free room and its pods outside the hierarchy to d.
-func addNode(d *reservation.Domain, ni fwk.NodeInfo, members sets.Set[string], gang reservation.Gang) {
+// addNode adds node ni's free room and its pods outside the hierarchy to
+// d, and those pods to pods, one for each of d.Running.
+func addNode(d *reservation.Domain, ni fwk.NodeInfo, members sets.Set[string], gang reservation.Gang, pods []*corev1.Pod) []*corev1.Pod {
 	alloc, req := ni.GetAllocatable(), ni.GetRequested()
 	d.Free[corev1.ResourceCPU] += alloc.GetMilliCPU() - req.GetMilliCPU()
 	d.Free[corev1.ResourceMemory] += alloc.GetMemory() - req.GetMemory()
@@ -208,7 +241,9 @@ func addNode(d *reservation.Domain, ni fwk.NodeInfo, members sets.Set[string], g
 		}
 		d.Used[corev1.ResourcePods]++
 		d.Running = append(d.Running, reservation.Running{End: reservation.PodEnd(p), Requests: requests, Evictable: gang.MayEvict(p)})
+		pods = append(pods, p)
 	}
+	return pods
 }
 
 // setHolding writes h to its group: the Holding condition for people, the
@@ -286,12 +321,16 @@ func (r *reserver) refresh(now time.Time) {
 	}
 	for _, h := range holds {
 		var on []reservation.Running
+		var onPods []*corev1.Pod
 		for _, p := range pods {
 			if h.Nodes.Has(p.Spec.NodeName) && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && !h.Members.Has(string(p.UID)) {
 				on = append(on, reservation.Running{End: reservation.PodEnd(p), Requests: placement.PodRequests(p), Evictable: h.MayEvict(p)})
+				onPods = append(onPods, p)
 			}
 		}
-		r.activate(r.book.Expect(h.Root, reservation.ExpectedFit(now, h.Short, on)))
+		r.protect(on, onPods)
+		at, protected := reservation.ExpectedFit(now, h.Short, on)
+		r.activate(r.book.Expect(h.Root, at, protected))
 	}
 }
 

@@ -110,7 +110,7 @@ func (w *resvWorld) restart() {
 	status, err := groupstatus.New(w.ctx, w.fed, &restclient.Config{Host: "http://127.0.0.1:1"})
 	require.NoError(w.t, err)
 	tp := &Topology{handle: activations{}, groups: w.fed, status: status, plans: map[groups.Key]*plan{}}
-	w.r = newReserver(tp, w.args, w.nodes)
+	w.r = newReserver(tp, w.args, w.nodes, nil)
 	w.r.now = func() time.Time { return w.now }
 	tp.resv = w.r
 	w.r.restore(klog.Background())

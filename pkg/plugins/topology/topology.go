@@ -129,7 +129,8 @@ func newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *plug
 	t.runCtx = ctx
 	t.promises = pluginrt.PromisesOf(inst)
 	if args.Reservation != nil {
-		t.resv = newReserver(t, *args.Reservation, h.SharedInformerFactory().Core().V1().Nodes().Lister())
+		t.resv = newReserver(t, *args.Reservation, h.SharedInformerFactory().Core().V1().Nodes().Lister(),
+			func() pluginrt.Protections { return rt.Protections(h) })
 		fed.SubscribeGone(t.resv.forget)
 	}
 	fed.Subscribe(t.groupChanged)
