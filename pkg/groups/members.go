@@ -107,7 +107,14 @@ func (c *Cache) addOrUpdatePod(pod *corev1.Pod, listed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	oldKey, known := c.pods[pod.UID]
-	if !grouped || err != nil {
+	// A pod that still has scheduling gates is not a member yet: nothing
+	// can schedule it, and whoever holds the gate may still narrow where
+	// it may run (Kueue's TAS writes each pod's node selector as it lifts
+	// its gate). Counted and planned now, it would be planned with the
+	// spec it had before, and its gang would wait in Permit for a member
+	// the framework does not try. It joins when its last gate goes; gates
+	// are never added back.
+	if !grouped || err != nil || len(pod.Spec.SchedulingGates) > 0 {
 		if known {
 			c.removeMemberLocked(oldKey, pod.UID)
 		}

@@ -143,6 +143,39 @@ func installCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
 			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
 		}
 	}
+	// Established is not yet served by discovery, where the manager's
+	// REST mapper looks once, at start: wait until discovery lists every
+	// kind in the version Kueue stores.
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		if crd.Name == "" {
+			continue
+		}
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			gv := crd.Spec.Group + "/" + v.Name
+			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				list, err := dc.ServerResourcesForGroupVersion(gv)
+				if err != nil {
+					return false, nil
+				}
+				for _, r := range list.APIResources {
+					if r.Name == crd.Spec.Names.Plural {
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			if err != nil {
+				return fmt.Errorf("%s %s not served: %w", gv, crd.Spec.Names.Plural, err)
+			}
+		}
+	}
 	return nil
 }
 
