@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	restclient "k8s.io/client-go/rest"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 )
 
 // Kueue runs Kueue's controller manager beside the sandbox
@@ -38,6 +41,22 @@ func BuildKueue(ctx context.Context, out string) error {
 		return fmt.Errorf("go build %s: %w\n%s", KueuePackage, err, output)
 	}
 	return nil
+}
+
+// KueueClient is a client for Kueue's objects, nil when the sandbox runs
+// no Kueue.
+func (c *Cluster) KueueClient() kueueclient.Interface {
+	if c.opts.Kueue == nil {
+		return nil
+	}
+	cfg := restclient.CopyConfig(c.Config)
+	// CRDs speak JSON only.
+	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
+	k, err := kueueclient.NewForConfig(cfg)
+	if err != nil {
+		return nil
+	}
+	return k
 }
 
 // KueueLog is where the Kueue child's output goes, under Dir.
