@@ -126,6 +126,18 @@ func TestKueueAdmitsPhalanxPlaces(t *testing.T) {
 	t.Run("Kueue's TAS assigns the nodes, Phalanx binds the gang on them", func(t *testing.T) {
 		kueueTASAssigns(t, c, dyn)
 	})
+	t.Run("the Kueue sample binds whole in one rack", func(t *testing.T) {
+		ns := namespace(t, c)
+		data, err := os.ReadFile("../../manifests/samples/kueue/rack-job.yaml")
+		require.NoError(t, err)
+		require.NoError(t, applyYAML(context.Background(), c, ns, data))
+		var pods map[string]string
+		eventually(t, 30*time.Second, "the sample's 8 pods bound", func() (bool, error) {
+			pods = jobPods(t, c, ns, "trainer")
+			return boundCount(pods) == 8, nil
+		})
+		assert.Equal(t, 1, racksOf(t, c, pods).Len(), "one rack: %v", pods)
+	})
 }
 
 // kueueJob is an 8-pod gang Job that Phalanx places in one rack, handed
