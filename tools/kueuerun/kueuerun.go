@@ -255,7 +255,9 @@ func Run(ctx context.Context, kubeConfig *rest.Config, opts Options) error {
 	}
 	go queues.CleanUpOnContext(ctx)
 	go cCache.CleanUpOnContext(ctx)
-	if err := mgr.Add(scheduler.New(queues, cCache, mgr.GetClient(), mgr.GetEventRecorderFor(constants.AdmissionName),
+	//lint:ignore SA1019 Kueue's scheduler takes a recorder of the old events API, as Kueue's own main passes it.
+	recorder := mgr.GetEventRecorderFor(constants.AdmissionName)
+	if err := mgr.Add(scheduler.New(queues, cCache, mgr.GetClient(), recorder,
 		scheduler.WithFairSharing(cfg.FairSharing),
 		scheduler.WithPreemptionExpectations(preemptions),
 	)); err != nil {
