@@ -7,15 +7,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// TestGatedPodsAreNotMembers: a pod still gated (by Kueue's TAS, say,
-// which writes its node selector when it lifts the gate) is not counted
-// toward its gang's quorum and not planned, until its last gate goes.
-func TestGatedPodsAreNotMembers(t *testing.T) {
+// TestKueueTopologyGatedPodsAreNotMembers: a pod Kueue's TAS still gates
+// (Kueue writes its node selector when it lifts the gate) is not counted
+// toward its gang's quorum and not planned until the gate goes; a pod
+// held by any other gate is a member, as before.
+func TestKueueTopologyGatedPodsAreNotMembers(t *testing.T) {
 	c := NewCache()
 	c.SetPodGroup(podGroup("g", 2, ""))
 	addMembers(c, inPodGroup("g"), "g", Pending)
 	gated := newPod("g-gated", inPodGroup("g"))
-	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/topology"}}
+	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: KueueTopologyGate}}
 	c.AddOrUpdatePod(gated)
 
 	ok, short, err := c.Quorum(gated, ByExisting)
@@ -37,4 +38,9 @@ func TestGatedPodsAreNotMembers(t *testing.T) {
 			assert.Equal(t, "node-1", p.Spec.NodeSelector[corev1.LabelHostname], "the member is planned with the spec its gate-holder wrote")
 		}
 	}
+
+	held := newPod("g-held", inPodGroup("g"))
+	held.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/hold"}}
+	c.AddOrUpdatePod(held)
+	assert.Len(t, c.HierarchyMembers(held, func(s State) bool { return s == Pending }), 3, "a pod held by another gate is a member")
 }
