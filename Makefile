@@ -149,6 +149,7 @@ upstream-perf:
 # GPU nodes in 2 zones × 4 racks, and the Phalanx scheduler, in one process.
 run:
 	$(GO) build -o $(BIN)/phalanx-sim ./tools/cmd/phalanx-sim
+	$(GO) build -o $(BIN)/phalanx-kueue ./tools/cmd/phalanx-kueue
 	$(GO) build -o $(BIN)/kubectl-phalanx ./cmd/kubectl-phalanx
 	$(BIN)/phalanx-sim run --report .phalanx/report.html all
 	@echo "The report, a picture of the cluster after every step: .phalanx/report.html"

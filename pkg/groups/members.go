@@ -107,7 +107,13 @@ func (c *Cache) addOrUpdatePod(pod *corev1.Pod, listed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	oldKey, known := c.pods[pod.UID]
-	if !grouped || err != nil {
+	// A pod that Kueue's TAS still gates is not a member yet: Kueue
+	// writes its node selector (the node it chose) in the update that
+	// lifts the gate. Counted and planned before, the gang would be
+	// planned with its members' old specs, where Kueue did not put them.
+	// Other gates keep their pods members: the gang is planned with them
+	// and waits in Permit until they are lifted.
+	if !grouped || err != nil || kueueTopologyGated(pod) {
 		if known {
 			c.removeMemberLocked(oldKey, pod.UID)
 		}
@@ -178,6 +184,19 @@ func (c *Cache) addOrUpdatePod(pod *corev1.Pod, listed bool) {
 	if a.Key.Kind == LabelKind {
 		c.labelMinimumLocked(g)
 	}
+}
+
+// KueueTopologyGate is the scheduling gate Kueue's topology-aware
+// scheduling puts on a pod until it has chosen the pod's node.
+const KueueTopologyGate = "kueue.x-k8s.io/topology"
+
+func kueueTopologyGated(pod *corev1.Pod) bool {
+	for _, g := range pod.Spec.SchedulingGates {
+		if g.Name == KueueTopologyGate {
+			return true
+		}
+	}
+	return false
 }
 
 // vote adds (sign 1) or removes (sign -1) the min-available of a label

@@ -19,7 +19,8 @@ import (
 // passes, each scenario cleans up after itself, and the HTML report has a
 // picture per step.
 func TestScenarios(t *testing.T) {
-	c := startCluster(t, sandbox.Options{Scheduler: true, AlsoDefaultScheduler: true, NodeAgent: true, Controllers: true, SchedulerPluginsCRD: true})
+	c := startCluster(t, sandbox.Options{Scheduler: true, AlsoDefaultScheduler: true, NodeAgent: true, Controllers: true, SchedulerPluginsCRD: true,
+		Kueue: &sandbox.Kueue{Binary: kueueBinary(t)}})
 	ctx := context.Background()
 	scenarios, err := sim.Builtins()
 	require.NoError(t, err)
@@ -32,7 +33,7 @@ func TestScenarios(t *testing.T) {
 			steps += len(sc.Steps)
 			var out bytes.Buffer
 			res := sim.Run(ctx, sim.Cluster{Client: c.Client, Phalanx: c.Phalanx, SchedulerPlugins: xClient(t, c),
-				RestartScheduler: c.RestartScheduler}, sc, &out)
+				RestartScheduler: c.RestartScheduler, Kueue: c.KueueClient()}, sc, &out)
 			results = append(results, res)
 			t.Log("\n" + out.String())
 			require.NoError(t, res.Err)

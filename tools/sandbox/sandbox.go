@@ -116,6 +116,9 @@ type Options struct {
 	// atomic provisioning class (provisioner.go), which adds the nodes
 	// ProvisioningRequests ask for.
 	StandInProvisioner *StandInProvisioner
+	// Kueue, when set, runs Kueue's controller manager beside the
+	// sandbox, started after the nodes and controllers (see Kueue).
+	Kueue *Kueue
 }
 
 // Cluster is a running sandbox.
@@ -269,6 +272,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	} else if opts.ClaimController {
 		if err = c.startClaimController(ctx); err != nil {
+			return c, err
+		}
+	}
+	if opts.Kueue != nil {
+		if err = c.startKueue(ctx, *opts.Kueue); err != nil {
 			return c, err
 		}
 	}

@@ -21,7 +21,7 @@ func TestBuiltinScenarios(t *testing.T) {
 	for i, sc := range all {
 		names[i] = sc.Name
 	}
-	assert.Equal(t, []string{"balloons", "deadlock", "dra", "elastic", "fallback", "multilevel", "protected", "pytorchjob", "ranks", "starvation", "tfjob", "upstream"}, names)
+	assert.Equal(t, []string{"balloons", "deadlock", "dra", "elastic", "fallback", "kueue", "multilevel", "protected", "pytorchjob", "ranks", "starvation", "tfjob", "upstream"}, names)
 
 	for _, sc := range all {
 		t.Run(sc.Name+" is described and checks something in every phase", func(t *testing.T) {
@@ -166,7 +166,7 @@ func TestLoad(t *testing.T) {
 	t.Run("all is every built-in scenario", func(t *testing.T) {
 		got, err := Load("all")
 		require.NoError(t, err)
-		assert.Len(t, got, 12)
+		assert.Len(t, got, 13)
 	})
 	t.Run("a built-in name loads that scenario", func(t *testing.T) {
 		got, err := Load("deadlock")
@@ -186,7 +186,7 @@ func TestLoad(t *testing.T) {
 	t.Run("an unknown name lists the built-ins", func(t *testing.T) {
 		_, err := Load("balloon")
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), `"balloon" is neither a built-in scenario (balloons, deadlock, dra, elastic, fallback, multilevel, protected, pytorchjob, ranks, starvation, tfjob, upstream, or all) nor a file`)
+		assert.Contains(t, err.Error(), `"balloon" is neither a built-in scenario (balloons, deadlock, dra, elastic, fallback, kueue, multilevel, protected, pytorchjob, ranks, starvation, tfjob, upstream, or all) nor a file`)
 	})
 	t.Run("an invalid file names the file and the field", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "bad.yaml")

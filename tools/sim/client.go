@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
@@ -81,7 +82,11 @@ type client struct {
 	// schedulerPluginsPodGroups is nil where the cluster does not serve
 	// scheduler-plugins' CRD.
 	schedulerPluginsPodGroups *kindAPI
-	nodes                     *kindAPI
+	// localQueues is nil where the cluster runs no Kueue; clusterWide
+	// holds Kueue's cluster-wide kinds, by Go type.
+	localQueues *kindAPI
+	clusterWide map[reflect.Type]*kindAPI
+	nodes       *kindAPI
 }
 
 func newClient(cl Cluster, ns string) *client {
@@ -104,6 +109,16 @@ func newClient(cl Cluster, ns string) *client {
 	c.claims = register(c, "ResourceClaim", cl.Client.ResourceV1().ResourceClaims(ns), metav1.DeleteOptions{})
 	c.claimTemplates = register(c, "ResourceClaimTemplate", cl.Client.ResourceV1().ResourceClaimTemplates(ns), metav1.DeleteOptions{})
 	c.nodes = register(c, "node", cl.Client.CoreV1().Nodes(), metav1.DeleteOptions{})
+	if cl.Kueue != nil {
+		k := cl.Kueue.KueueV1beta2()
+		c.localQueues = register(c, "LocalQueue", k.LocalQueues(ns), metav1.DeleteOptions{})
+		c.clusterWide = map[reflect.Type]*kindAPI{
+			reflect.TypeFor[*kueue.ClusterQueue]():          register(c, "ClusterQueue", k.ClusterQueues(), metav1.DeleteOptions{}),
+			reflect.TypeFor[*kueue.ResourceFlavor]():        register(c, "ResourceFlavor", k.ResourceFlavors(), metav1.DeleteOptions{}),
+			reflect.TypeFor[*kueue.Cohort]():                register(c, "Cohort", k.Cohorts(), metav1.DeleteOptions{}),
+			reflect.TypeFor[*kueue.WorkloadPriorityClass](): register(c, "WorkloadPriorityClass", k.WorkloadPriorityClasses(), metav1.DeleteOptions{}),
+		}
+	}
 	return c
 }
 
@@ -120,6 +135,9 @@ func (c *client) create(ctx context.Context, obj metav1.Object) error {
 	if !ok {
 		if _, ok := obj.(*xv1alpha1.PodGroup); ok {
 			return fmt.Errorf("the cluster does not serve scheduler-plugins' scheduling.x-k8s.io PodGroups (install their CRD)")
+		}
+		if reflect.TypeOf(obj).Elem().PkgPath() == reflect.TypeFor[kueue.LocalQueue]().PkgPath() {
+			return fmt.Errorf("the cluster runs no Kueue (set kueue: true on the scenario)")
 		}
 		return fmt.Errorf("unsupported kind %T", obj)
 	}

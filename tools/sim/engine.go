@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	xversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
@@ -45,6 +46,10 @@ type Cluster struct {
 	// PodGroups, for scenarios that use them; nil where the cluster does not
 	// serve their CRD.
 	SchedulerPlugins xversioned.Interface
+	// Kueue creates Kueue's objects (queues, flavors, cohorts, workload
+	// priority classes), for scenarios that run with Kueue in front; nil
+	// where the cluster runs no Kueue.
+	Kueue kueueclient.Interface
 	// RestartScheduler replaces the cluster's scheduler with one that runs
 	// config (a KubeSchedulerConfiguration), or with the cluster's own
 	// configuration again when config is nil; the new one must outlive
@@ -141,6 +146,16 @@ type runner struct {
 	// slices and deviceClasses are the DRA objects the scenario's dra
 	// block created (dra.go).
 	slices, deviceClasses []string
+	// clusterObjects are the cluster-wide objects create.objects made
+	// (Kueue's ClusterQueues, flavors, cohorts, priority classes), in
+	// order, for the teardown.
+	clusterObjects []createdObject
+}
+
+// createdObject is an object the teardown deletes by name.
+type createdObject struct {
+	api  *kindAPI
+	name string
 }
 
 // Run runs a scenario in a new namespace of the cluster, streaming a table
@@ -196,6 +211,9 @@ func (r *runner) setup(ctx context.Context) error {
 		return fmt.Errorf("create namespace: %w", err)
 	}
 	r.ns = ns.Name
+	if r.sc.Kueue && r.cl.Kueue == nil {
+		return errors.New("the scenario runs with Kueue in front, and this cluster runs no Kueue (phalanx-sim run starts it for such a scenario)")
+	}
 	if r.sc.Scheduler != nil {
 		if r.cl.RestartScheduler == nil {
 			return errors.New("the scenario sets the scheduler's configuration, and this cluster cannot restart its scheduler")
@@ -730,6 +748,17 @@ func (r *runner) teardown(parent context.Context) error {
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("delete pods of %s: %w", r.ns, err))
+		}
+	}
+	if api.localQueues != nil {
+		errs = append(errs, api.localQueues.deleteAll(ctx, metav1.DeleteOptions{}))
+	}
+	// Cluster-wide objects the scenario created, newest first: a
+	// ClusterQueue before the flavor and cohort it names.
+	for i := len(r.clusterObjects) - 1; i >= 0; i-- {
+		o := r.clusterObjects[i]
+		if err := o.api.delete(ctx, o.name); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete %s %s: %w", o.api.kind, o.name, err))
 		}
 	}
 	errs = append(errs, r.unpublishDevices(ctx))

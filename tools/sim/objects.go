@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	resourceapi "k8s.io/api/resource/v1"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	sigsjson "sigs.k8s.io/json"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	xv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -67,6 +69,13 @@ var inlineKinds = map[string]func() metav1.Object{
 	xv1alpha1.SchemeGroupVersion.String() + "/PodGroup":                func() metav1.Object { return &xv1alpha1.PodGroup{} },
 	resourceapi.SchemeGroupVersion.String() + "/ResourceClaim":         func() metav1.Object { return &resourceapi.ResourceClaim{} },
 	resourceapi.SchemeGroupVersion.String() + "/ResourceClaimTemplate": func() metav1.Object { return &resourceapi.ResourceClaimTemplate{} },
+	// Kueue's objects, for scenarios with Kueue in front (Scenario.Kueue).
+	// All but the LocalQueue are cluster-wide: the teardown deletes them.
+	kueue.SchemeGroupVersion.String() + "/LocalQueue":            func() metav1.Object { return &kueue.LocalQueue{} },
+	kueue.SchemeGroupVersion.String() + "/ClusterQueue":          func() metav1.Object { return &kueue.ClusterQueue{} },
+	kueue.SchemeGroupVersion.String() + "/ResourceFlavor":        func() metav1.Object { return &kueue.ResourceFlavor{} },
+	kueue.SchemeGroupVersion.String() + "/Cohort":                func() metav1.Object { return &kueue.Cohort{} },
+	kueue.SchemeGroupVersion.String() + "/WorkloadPriorityClass": func() metav1.Object { return &kueue.WorkloadPriorityClass{} },
 }
 
 // decodeInline decodes an inline object strictly into its Go type, so a
@@ -81,7 +90,9 @@ func decodeInline(raw json.RawMessage, p *field.Path) (inlineObject, field.Error
 		return inlineObject{}, field.ErrorList{field.NotSupported(p.Child("kind"), tm.APIVersion+" "+tm.Kind,
 			[]string{"v1 Pod", "batch/v1 Job", "scheduling.phalanx.dev/v1alpha1 PodGroup", "scheduling.phalanx.dev/v1alpha1 CompositePodGroup", "scheduling.phalanx.dev/v1alpha1 Workload",
 				"scheduling.k8s.io/v1beta1 PodGroup", "scheduling.k8s.io/v1alpha3 CompositePodGroup", "scheduling.x-k8s.io/v1alpha1 PodGroup",
-				"resource.k8s.io/v1 ResourceClaim", "resource.k8s.io/v1 ResourceClaimTemplate"})}
+				"resource.k8s.io/v1 ResourceClaim", "resource.k8s.io/v1 ResourceClaimTemplate",
+				"kueue.x-k8s.io/v1beta2 LocalQueue", "kueue.x-k8s.io/v1beta2 ClusterQueue", "kueue.x-k8s.io/v1beta2 ResourceFlavor",
+				"kueue.x-k8s.io/v1beta2 Cohort", "kueue.x-k8s.io/v1beta2 WorkloadPriorityClass"})}
 	}
 	obj := newObj()
 	strict, err := sigsjson.UnmarshalStrict(raw, obj)
@@ -101,10 +112,15 @@ func decodeInline(raw json.RawMessage, p *field.Path) (inlineObject, field.Error
 	return inlineObject{kind: tm.Kind, obj: obj}, errs
 }
 
-// createObject sends one object to the API server.
+// createObject sends one object to the API server, and remembers a
+// cluster-wide one for the teardown.
 func (r *runner) createObject(ctx context.Context, o inlineObject) error {
-	if err := r.api().create(ctx, o.obj); err != nil {
+	api := r.api()
+	if err := api.create(ctx, o.obj); err != nil {
 		return fmt.Errorf("create %s %s: %w", o.kind, o.obj.GetName(), err)
+	}
+	if res, ok := api.clusterWide[reflect.TypeOf(o.obj)]; ok {
+		r.clusterObjects = append(r.clusterObjects, createdObject{api: res, name: o.obj.GetName()})
 	}
 	return nil
 }

@@ -28,6 +28,11 @@ type Scenario struct {
 	// with its own configuration after the last step. Unset, the scenario
 	// runs under the cluster's configuration as it is.
 	Scheduler *SchedulerSpec `json:"scheduler,omitempty"`
+	// Kueue says the scenario runs with Kueue in front: Kueue admits its
+	// Jobs by quota and preempts them, Phalanx places their pods.
+	// phalanx-sim run starts Kueue's manager when a scenario it runs asks
+	// for it; create.objects may then hold Kueue's objects.
+	Kueue bool `json:"kueue,omitempty"`
 	// Steps run in order.
 	Steps []Step `json:"steps"`
 

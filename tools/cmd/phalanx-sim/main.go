@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -76,6 +77,8 @@ func up(args []string) error {
 	configFile := fs.String("config", "", "a KubeSchedulerConfiguration for the sandbox's scheduler, validated as phalanx-scheduler --config validates it; its clientConnection and leaderElection are replaced for the sandbox (default: config/second-scheduler.yaml)")
 	dir := fs.String("dir", "", "data directory (default: a temporary directory removed on exit)")
 	verbosity := fs.Int("v", 0, "log verbosity of the control plane")
+	withKueue := fs.Bool("kueue", false, "also run Kueue's manager (its CRDs, webhooks, queues and job integrations for Jobs, JobSets and PyTorchJobs): Kueue admits, Phalanx places")
+	kueueTAS := fs.Bool("kueue-tas", false, "with --kueue, turn Kueue's own topology-aware scheduling on")
 	_ = fs.Parse(args)
 	quietLogs(*verbosity)
 
@@ -92,6 +95,14 @@ func up(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	var kueue *sandbox.Kueue
+	if *withKueue || *kueueTAS {
+		bin, err := kueueBinary(ctx)
+		if err != nil {
+			return err
+		}
+		kueue = &sandbox.Kueue{Binary: bin, TAS: *kueueTAS}
+	}
 	start := time.Now()
 	fmt.Printf("Starting sandbox: %d zones × %d racks × %d nodes (%s cpu, %s memory, %d GPUs each)...\n",
 		topo.Zones, topo.RacksPerZone, topo.NodesPerRack, topo.CPU, topo.Memory, topo.GPUs)
@@ -128,11 +139,16 @@ func up(args []string) error {
 		Devices:             devices,
 		Provisioning:        provisioning,
 		StandInProvisioner:  standInOpts,
+		Kueue:               kueue,
 	})
 	if err != nil {
 		return err
 	}
 	defer cluster.Stop()
+	if kueue != nil {
+		fmt.Printf("Kueue serves (TAS %v): queue a Job with the label kueue.x-k8s.io/queue-name; see \"Kueue in front\" in docs/user-guide.md. Its log: %s\n",
+			kueue.TAS, filepath.Join(cluster.Dir, sandbox.KueueLog))
+	}
 	if *draDevices > 0 {
 		fmt.Printf("Published %d DRA devices per node (DeviceClass %s); try manifests/samples/dra-gang.yaml.\n", *draDevices, sandbox.DeviceClass)
 	}

@@ -67,6 +67,17 @@ func runCommand(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Kueue's manager runs only for the scenarios that put it in front.
+	var kueue *sandbox.Kueue
+	for _, sc := range scenarios {
+		if sc.Kueue && kueue == nil {
+			bin, err := kueueBinary(ctx)
+			if err != nil {
+				return err
+			}
+			kueue = &sandbox.Kueue{Binary: bin}
+		}
+	}
 	start := time.Now()
 	fmt.Println("Starting sandbox: control plane, Phalanx scheduler, node agent and controllers...")
 	cluster, err := sandbox.Start(ctx, sandbox.Options{
@@ -75,6 +86,7 @@ func runCommand(args []string) error {
 		NodeAgent:            true,
 		Controllers:          true,
 		SchedulerPluginsCRD:  schedulerPluginsCRDAvailable(),
+		Kueue:                kueue,
 	})
 	if err != nil {
 		return err
@@ -84,7 +96,7 @@ func runCommand(args []string) error {
 		time.Since(start).Seconds(), len(scenarios))
 
 	target := sim.Cluster{Client: cluster.Client, Phalanx: cluster.Phalanx, SchedulerPlugins: schedulerPluginsClient(cluster),
-		RestartScheduler: cluster.RestartScheduler}
+		RestartScheduler: cluster.RestartScheduler, Kueue: cluster.KueueClient()}
 	var results []*sim.Result
 	for _, sc := range scenarios {
 		if ctx.Err() != nil {
