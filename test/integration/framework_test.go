@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,7 +51,32 @@ func TestMain(m *testing.M) {
 			klog.SetOutput(f)
 		}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	processFiles.remove()
+	os.Exit(code)
+}
+
+// processFiles are files the test process made outside any test's
+// TempDir (binaries shared by several tests), removed when it ends.
+var processFiles fileList
+
+type fileList struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (l *fileList) add(path string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.paths = append(l.paths, path)
+}
+
+func (l *fileList) remove() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.paths {
+		_ = os.Remove(p)
+	}
 }
 
 // startCluster starts a sandbox for one test and stops it at cleanup.

@@ -31,7 +31,13 @@ func kueueBinary(t *testing.T) string {
 	if path, ok := binaries.built["phalanx-kueue"]; ok {
 		return path
 	}
-	path := filepath.Join(t.TempDir(), "phalanx-kueue")
+	// Not the test's TempDir: later tests (TestScenarios) run the same
+	// binary after this test's directory is gone. One file per process,
+	// as the shards of the package run side by side; TestMain removes it.
+	dir := filepath.Join(os.TempDir(), "phalanx-integration-bin")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	path := filepath.Join(dir, fmt.Sprintf("phalanx-kueue-%d", os.Getpid()))
+	processFiles.add(path)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
