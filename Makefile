@@ -135,11 +135,17 @@ soak:
 # the dra ones in TestUpstreamSchedulerPerfDRAWorkloads).
 PERF_LABELS ?= performance
 PERF_WORKLOADS ?=
+# The sandbox's API server reports the Kubernetes version it is built from
+# (a build without this says v0.0.0-master, which Helm's kubeVersion check
+# and Kueue refuse).
+KUBE_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes)
+SIM_LDFLAGS = -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION)
+
 PERF_CONFIGS ?=
 PERF_ARMS ?= phalanx-proc,upstream
 PERF_JSON ?= .phalanx/upstream-perf.json
 upstream-perf:
-	$(GO) build -o $(BIN)/phalanx-sim ./tools/cmd/phalanx-sim
+	$(GO) build -ldflags "$(SIM_LDFLAGS)" -o $(BIN)/phalanx-sim ./tools/cmd/phalanx-sim
 	@mkdir -p $(dir $(PERF_JSON))
 	$(BIN)/phalanx-sim upstream-perf --labels '$(PERF_LABELS)' --workloads '$(PERF_WORKLOADS)' $(if $(PERF_CONFIGS),--configs '$(PERF_CONFIGS)') --arms $(PERF_ARMS) --json $(PERF_JSON)
 
@@ -148,7 +154,7 @@ upstream-perf:
 # report; then the local sandbox to play with: a control plane, 32 simulated
 # GPU nodes in 2 zones × 4 racks, and the Phalanx scheduler, in one process.
 run:
-	$(GO) build -o $(BIN)/phalanx-sim ./tools/cmd/phalanx-sim
+	$(GO) build -ldflags "$(SIM_LDFLAGS)" -o $(BIN)/phalanx-sim ./tools/cmd/phalanx-sim
 	$(GO) build -o $(BIN)/phalanx-kueue ./tools/cmd/phalanx-kueue
 	$(GO) build -o $(BIN)/kubectl-phalanx ./cmd/kubectl-phalanx
 	$(BIN)/phalanx-sim run --report .phalanx/report.html all
