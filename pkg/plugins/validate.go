@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
+	"github.com/phalanx-sched/phalanx/pkg/plugins/dra"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
@@ -28,6 +29,8 @@ func ValidateArgs(cfg *schedconfig.KubeSchedulerConfiguration) field.ErrorList {
 				err = topology.ValidateArgs(pc.Args)
 			case preemption.Name:
 				err = preemption.ValidateArgs(pc.Args)
+			case dra.Name:
+				err = dra.ValidateArgs(pc.Args)
 			}
 			if err != nil {
 				errs = append(errs, field.Invalid(path, field.OmitValueType{}, err.Error()))
