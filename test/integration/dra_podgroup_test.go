@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/config"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
@@ -28,49 +29,70 @@ const overReservedForLimit = 300
 // claim of their PodGroup, more than the 256 consumers a claim's
 // status.reservedFor holds. Under PhalanxDynamicResources an upstream
 // scheduling.k8s.io PodGroup's claim is reserved for the PodGroup, as
-// upstream reserves it, and the whole gang binds.
+// upstream reserves it, and the whole gang binds. A Phalanx PodGroup's
+// claim can only be reserved for each pod (the kubelet accepts no other
+// consumer for its pods), so that gang binds nothing and says why.
 func TestDRAPodGroupClaimBeyondReservedFor(t *testing.T) {
 	cfg, err := config.WithPodGroupClaimReservation(config.SecondScheduler)
 	require.NoError(t, err)
-	// Tiny members, many to a node: 4 nodes of 110 pods hold the gang.
+	// Tiny members, many to a node: 6 nodes of 110 pods hold both gangs.
 	c := startCluster(t, sandbox.Options{Scheduler: true, ClaimController: true, SchedulerConfig: cfg,
 		ExtraGates: map[string]bool{"DRAWorkloadResourceClaims": true},
-		Topology:   &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 4, CPU: "32", Memory: "64Gi", Pods: 110}})
+		Topology:   &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 6, CPU: "32", Memory: "64Gi", Pods: 110}})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	require.NoError(t, sandbox.PublishDomainDevices(ctx, c.Client, "channel.phalanx.dev", sandbox.RackLabel, []string{"zone-0-rack-0"}, 1))
+	require.NoError(t, sandbox.PublishDomainDevices(ctx, c.Client, "channel.phalanx.dev", sandbox.RackLabel, []string{"zone-0-rack-0"}, 2))
 	ns := namespace(t, c)
-	_, err = c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "channel"},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-			Name: "channel", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "channel.phalanx.dev"},
-		}}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-
-	pg := nativeGang("wide", overReservedForLimit, "")
-	pg.Spec.ResourceClaims = []schedv1beta1.PodGroupResourceClaim{{Name: "channel", ResourceClaimName: ptr.To("channel")}}
-	_, err = c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
-	require.NoError(t, err)
-	createMembersInParallel(t, c, ns, overReservedForLimit, func(i int) *corev1.Pod {
-		p := member{name: fmt.Sprintf("wide-%d", i), cpu: "10m"}.pod()
-		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("wide")}
-		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "channel", ResourceClaimName: ptr.To("channel")}}
+	for _, name := range []string{"native-channel", "own-channel"} {
+		_, err = c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "channel", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "channel.phalanx.dev"},
+			}}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	withClaim := func(p *corev1.Pod, claim string) *corev1.Pod {
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "channel", ResourceClaimName: ptr.To(claim)}}
 		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "channel"}}
 		return p
+	}
+
+	t.Run("an upstream PodGroup's 300 members share its claim, reserved for the PodGroup, and bind whole", func(t *testing.T) {
+		pg := nativeGang("native", overReservedForLimit, "")
+		pg.Spec.ResourceClaims = []schedv1beta1.PodGroupResourceClaim{{Name: "channel", ResourceClaimName: ptr.To("native-channel")}}
+		_, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+		require.NoError(t, err)
+		createMembersInParallel(t, c, ns, overReservedForLimit, func(i int) *corev1.Pod {
+			p := member{name: fmt.Sprintf("native-%d", i), cpu: "10m"}.pod()
+			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("native")}
+			return withClaim(p, "native-channel")
+		})
+		eventually(t, 90*time.Second, "the 300 members of native bound", func() (bool, error) {
+			return countPrefix(boundPods(t, c, ns), "native-") == overReservedForLimit, nil
+		})
+		claim, err := c.Client.ResourceV1().ResourceClaims(ns).Get(ctx, "native-channel", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, claim.Status.Allocation, "the group's claim is allocated once")
+		got, err := c.Client.SchedulingV1beta1().PodGroups(ns).Get(ctx, "native", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, []resourceapi.ResourceClaimConsumerReference{{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: "native", UID: got.UID}},
+			claim.Status.ReservedFor, "reserved for the PodGroup, not for its 300 pods")
+		failures := claimWriteFailures(t, c, ns)
+		assert.Zero(t, len(failures), "no member's PreBind was refused a reservation (the claim was reserved for the PodGroup before any member bound); the first: %v", firstOf(failures))
 	})
-	eventually(t, 90*time.Second, "the 300 members of wide bound", func() (bool, error) {
-		return countPrefix(boundPods(t, c, ns), "wide-") == overReservedForLimit, nil
+
+	t.Run("a Phalanx PodGroup whose 300 members share its claim binds none and names the reservedFor limit", func(t *testing.T) {
+		pg := gangPG("own", overReservedForLimit)
+		pg.Spec.ResourceClaims = []v1alpha1.PodGroupResourceClaim{{Name: "channel", ResourceClaimName: ptr.To("own-channel")}}
+		createPodGroup(t, c, ns, pg)
+		createMembersInParallel(t, c, ns, overReservedForLimit, func(i int) *corev1.Pod {
+			return withClaim(member{name: fmt.Sprintf("own-%d", i), labels: inGroup("own"), cpu: "10m"}.pod(), "own-channel")
+		})
+		cond := waitGroupCondition(t, c, ns, "own", "Schedulable", "status.reservedFor holds at most 256")
+		assert.Contains(t, cond.Message, "own-channel")
+		assert.Zero(t, countPrefix(boundPods(t, c, ns), "own-"), "no member bound: 256 would be a gang below its minimum")
 	})
-	claim, err := c.Client.ResourceV1().ResourceClaims(ns).Get(ctx, "channel", metav1.GetOptions{})
-	require.NoError(t, err)
-	require.NotNil(t, claim.Status.Allocation, "the group's claim is allocated once")
-	got, err := c.Client.SchedulingV1beta1().PodGroups(ns).Get(ctx, "wide", metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, []resourceapi.ResourceClaimConsumerReference{{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: "wide", UID: got.UID}},
-		claim.Status.ReservedFor, "reserved for the PodGroup, not for its 300 pods")
-	failures := claimWriteFailures(t, c, ns)
-	assert.Zero(t, len(failures), "no member's PreBind was refused a reservation (the claim was reserved for the PodGroup before any member bound); the first: %v", firstOf(failures))
 }
 
 // claimWriteFailures lists the events of ns that report a member whose

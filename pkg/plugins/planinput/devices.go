@@ -27,6 +27,11 @@ type DRA struct {
 	manager  func() fwk.SharedDRAManager
 	Model    *devices.Model
 	Features structured.Features
+	// PodGroupReservation: the profile runs PhalanxDynamicResources, which
+	// reserves a claim a pod uses through its scheduling.k8s.io PodGroup's
+	// spec.resourceClaims for the PodGroup; every other claim is reserved
+	// for each pod.
+	PodGroupReservation bool
 }
 
 // sharedManager is the DRA manager, nil when the scheduler runs none.
@@ -57,6 +62,13 @@ type deviceState struct {
 	// use it; shared are the unallocated claims several members share.
 	users  map[string][]*corev1.Pod
 	shared map[string]*resourceapi.ResourceClaim
+	// perPod numbers, per claim, the pending members that will reserve it
+	// for themselves (not for their PodGroup), in the tree's order;
+	// inFlight counts the reserved members that will, once they bind.
+	// A claim's status.reservedFor holds at most 256 consumers, so the
+	// members past its free entries cannot bind (reservedForRoom).
+	perPod   map[string]map[*corev1.Pod]int
+	inFlight map[string]int
 	// members keeps what each member's claims ask, read once: the shape
 	// key and the shape's constraints both need it for the same pod.
 	members map[*corev1.Pod]resolvedClaims
@@ -81,7 +93,8 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 		return c.devices
 	}
 	st := &deviceState{refs: map[string]int{}, ofGroup: map[string]bool{}, classes: map[string]bool{}, domainKey: map[*corev1.Pod]string{},
-		users: map[string][]*corev1.Pod{}, shared: map[string]*resourceapi.ResourceClaim{}, members: map[*corev1.Pod]resolvedClaims{}}
+		users: map[string][]*corev1.Pod{}, shared: map[string]*resourceapi.ResourceClaim{}, members: map[*corev1.Pod]resolvedClaims{},
+		perPod: map[string]map[*corev1.Pod]int{}, inFlight: map[string]int{}}
 	c.devices = st
 	dra := c.DRA
 	if dra.sharedManager() == nil {
@@ -107,13 +120,27 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 	var walk func(*groups.Tree)
 	walk = func(t *groups.Tree) {
 		for _, m := range t.Members {
+			ofGroup := groupClaimKeys(t.Claims, m.Pod)
+			forGroup := dra.PodGroupReservation && m.Pod.Spec.SchedulingGroup != nil && m.Pod.Spec.SchedulingGroup.PodGroupName != nil
 			for _, k := range ClaimKeys(m.Pod) {
 				st.refs[k]++
 				if m.State == groups.Pending {
 					st.users[k] = append(st.users[k], m.Pod)
 				}
+				if forGroup && containsString(ofGroup, k) {
+					continue
+				}
+				switch m.State {
+				case groups.Pending:
+					if st.perPod[k] == nil {
+						st.perPod[k] = map[*corev1.Pod]int{}
+					}
+					st.perPod[k][m.Pod] = len(st.perPod[k])
+				case groups.Assumed:
+					st.inFlight[k]++
+				}
 			}
-			for _, k := range groupClaimKeys(t.Claims, m.Pod) {
+			for _, k := range ofGroup {
 				st.ofGroup[k] = true
 			}
 		}
@@ -164,12 +191,44 @@ func (c *Constraints) resolveClaims(st *deviceState, pod *corev1.Pod) (memberCla
 		if claim.Status.Allocation != nil && !resourceclaim.CanBeReserved(claim) && !resourceclaim.IsReservedForPod(pod, claim, true) {
 			return memberClaims{waiting: fmt.Sprintf("ResourceClaim %s/%s is in use by as many pods as it may be", pod.Namespace, *name)}, nil
 		}
+		if why := st.reservedForRoom(pod, claim); why != "" {
+			return memberClaims{waiting: why}, nil
+		}
 		claims = append(claims, claim)
 	}
 	return memberClaims{demand: devices.DemandOf(claims, func(cl *resourceapi.ResourceClaim) bool {
 		k := cl.Namespace + "/" + cl.Name
 		return st.refs[k] > 1 || st.ofGroup[k]
 	})}, nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+// reservedForRoom says why pod cannot use claim, which it would reserve
+// for itself, when the claim's status.reservedFor has no entry left for
+// it: the entries other pods hold and those the group's reserved members
+// will take go first, then the pending members in the tree's order. A
+// gang whose minimum needs more members on one claim than that binds
+// none, instead of binding 256 and waiting for the rest forever.
+func (st *deviceState) reservedForRoom(pod *corev1.Pod, claim *resourceapi.ResourceClaim) string {
+	k := claim.Namespace + "/" + claim.Name
+	idx, ok := st.perPod[k][pod]
+	if !ok || resourceclaim.IsReservedForPod(pod, claim, false) {
+		return ""
+	}
+	taken := len(claim.Status.ReservedFor) + st.inFlight[k]
+	if idx < resourceapi.ResourceClaimReservedForMaxSize-taken {
+		return ""
+	}
+	return fmt.Sprintf("ResourceClaim %s/%s is reserved for each pod that uses it, and its status.reservedFor holds at most %d (%d taken)",
+		claim.Namespace, claim.Name, resourceapi.ResourceClaimReservedForMaxSize, taken)
 }
 
 // deviceKey is what a member's claims add to its shape key. Members whose

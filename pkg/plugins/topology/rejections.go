@@ -146,6 +146,9 @@ func (t *Topology) constraints(ctx context.Context, root groups.Key, infos []fwk
 // own. The nodes earlier plans of root were refused on are this plugin's.
 func (t *Topology) constraintsFor(ctx context.Context, h fwk.Handle, pr *probe.Prober, root groups.Key, infos []fwk.NodeInfo) *planinput.Constraints {
 	c := planinput.ClusterConstraints(ctx, h, pr, infos)
+	if c.DRA != nil && t.reservesForPodGroups != nil {
+		c.DRA.PodGroupReservation = t.reservesForPodGroups()
+	}
 	c.Unknown = t.unknownFilters()
 	c.AntiTerms = t.antiTerms
 	c.Rejected = func(shape string) map[string]planinput.Rejection {
