@@ -41,7 +41,7 @@ func TestDRAPodGroupClaimBeyondReservedFor(t *testing.T) {
 		Topology:   &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 6, CPU: "32", Memory: "64Gi", Pods: 110}})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	require.NoError(t, sandbox.PublishDomainDevices(ctx, c.Client, "channel.phalanx.dev", sandbox.RackLabel, []string{"zone-0-rack-0"}, 2))
+	require.NoError(t, sandbox.PublishDomainDevices(ctx, c.Client, "channel.phalanx.dev", sandbox.RackLabel, []string{"zone-0-rack-0"}, 3))
 	ns := namespace(t, c)
 	for _, name := range []string{"native-channel", "own-channel"} {
 		_, err = c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
@@ -80,6 +80,38 @@ func TestDRAPodGroupClaimBeyondReservedFor(t *testing.T) {
 			claim.Status.ReservedFor, "reserved for the PodGroup, not for its 300 pods")
 		failures := claimWriteFailures(t, c, ns)
 		assert.Zero(t, len(failures), "no member's PreBind was refused a reservation (the claim was reserved for the PodGroup before any member bound); the first: %v", firstOf(failures))
+	})
+
+	t.Run("an upstream PodGroup's claim made from a template by kube-controller-manager is shared by its members, reserved for the PodGroup", func(t *testing.T) {
+		_, err := c.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Name: "channel"},
+			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "channel", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "channel.phalanx.dev"},
+			}}}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pg := nativeGang("tmpl", 4, "")
+		pg.Spec.ResourceClaims = []schedv1beta1.PodGroupResourceClaim{{Name: "channel", ResourceClaimTemplateName: ptr.To("channel")}}
+		_, err = c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+		require.NoError(t, err)
+		createMembersInParallel(t, c, ns, 4, func(i int) *corev1.Pod {
+			p := member{name: fmt.Sprintf("tmpl-%d", i), cpu: "10m"}.pod()
+			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("tmpl")}
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "channel", ResourceClaimTemplateName: ptr.To("channel")}}
+			p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "channel"}}
+			return p
+		})
+		eventually(t, 60*time.Second, "the 4 members of tmpl bound", func() (bool, error) { return countPrefix(boundPods(t, c, ns), "tmpl-") == 4, nil })
+		got, err := c.Client.SchedulingV1beta1().PodGroups(ns).Get(ctx, "tmpl", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Len(t, got.Status.ResourceClaimStatuses, 1)
+		made := got.Status.ResourceClaimStatuses[0].ResourceClaimName
+		require.NotNil(t, made, "kube-controller-manager made the group's claim")
+		claim, err := c.Client.ResourceV1().ResourceClaims(ns).Get(ctx, *made, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, claim.Status.Allocation)
+		assert.Equal(t, []resourceapi.ResourceClaimConsumerReference{{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: "tmpl", UID: got.UID}},
+			claim.Status.ReservedFor, "one claim for the group, reserved for the PodGroup")
 	})
 
 	t.Run("a Phalanx PodGroup whose 300 members share its claim binds none and names the reservedFor limit", func(t *testing.T) {

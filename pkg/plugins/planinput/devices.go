@@ -69,6 +69,12 @@ type deviceState struct {
 	// members past its free entries cannot bind (reservedForRoom).
 	perPod   map[string]map[*corev1.Pod]int
 	inFlight map[string]int
+	// unusable says, per member, why a claim of its PodGroup that
+	// kube-controller-manager makes from a template is of no use to it:
+	// the claim is made for the PodGroup, and upstream's DynamicResources
+	// accepts it only under DRAWorkloadResourceClaims, which a Phalanx
+	// scheduler runs without.
+	unusable map[*corev1.Pod]string
 	// members keeps what each member's claims ask, read once: the shape
 	// key and the shape's constraints both need it for the same pod.
 	members map[*corev1.Pod]resolvedClaims
@@ -94,7 +100,7 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 	}
 	st := &deviceState{refs: map[string]int{}, ofGroup: map[string]bool{}, classes: map[string]bool{}, domainKey: map[*corev1.Pod]string{},
 		users: map[string][]*corev1.Pod{}, shared: map[string]*resourceapi.ResourceClaim{}, members: map[*corev1.Pod]resolvedClaims{},
-		perPod: map[string]map[*corev1.Pod]int{}, inFlight: map[string]int{}}
+		perPod: map[string]map[*corev1.Pod]int{}, inFlight: map[string]int{}, unusable: map[*corev1.Pod]string{}}
 	c.devices = st
 	dra := c.DRA
 	if dra.sharedManager() == nil {
@@ -143,6 +149,11 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 			for _, k := range ofGroup {
 				st.ofGroup[k] = true
 			}
+			if !dra.PodGroupReservation && m.Pod.Spec.SchedulingGroup != nil {
+				if name := templateGroupClaim(t.Claims, m.Pod); name != "" {
+					st.unusable[m.Pod] = fmt.Sprintf("the group's claim %q is made from a template for the PodGroup, and the profile runs DynamicResources, which accepts only claims made for the pod: run PhalanxDynamicResources in its place", name)
+				}
+			}
 		}
 		for _, ch := range t.Children {
 			walk(ch)
@@ -168,6 +179,9 @@ func (c *Constraints) claimsOf(ctx context.Context, tree *groups.Tree, pod *core
 }
 
 func (c *Constraints) resolveClaims(st *deviceState, pod *corev1.Pod) (memberClaims, error) {
+	if why := st.unusable[pod]; why != "" {
+		return memberClaims{waiting: why}, nil
+	}
 	var claims []*resourceapi.ResourceClaim
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
@@ -200,6 +214,22 @@ func (c *Constraints) resolveClaims(st *deviceState, pod *corev1.Pod) (memberCla
 		k := cl.Namespace + "/" + cl.Name
 		return st.refs[k] > 1 || st.ofGroup[k]
 	})}, nil
+}
+
+// templateGroupClaim is the name of an entry of pod's that uses a claim
+// its group makes from a template, "" when there is none.
+func templateGroupClaim(claims []groups.GroupClaim, pod *corev1.Pod) string {
+	for _, gc := range claims {
+		if gc.TemplateName == "" {
+			continue
+		}
+		for i := range pod.Spec.ResourceClaims {
+			if gc.Matches(&pod.Spec.ResourceClaims[i]) {
+				return gc.Name
+			}
+		}
+	}
+	return ""
 }
 
 func containsString(list []string, s string) bool {
