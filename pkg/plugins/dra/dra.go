@@ -28,6 +28,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -78,17 +79,21 @@ func Factory(rt *pluginrt.Runtime) frameworkruntime.PluginFactory {
 }
 
 // decodeArgs reads the profile's args for the plugin as DynamicResources'
-// args, defaulted as kube-scheduler defaults them for that plugin.
+// args (strictly: a field it does not know is refused), defaulted and
+// checked as kube-scheduler defaults and checks them for that plugin.
 func decodeArgs(obj runtime.Object) (*config.DynamicResourcesArgs, error) {
 	var in configv1.DynamicResourcesArgs
 	if obj != nil {
-		if err := frameworkruntime.DecodeInto(obj, &in); err != nil {
-			return nil, fmt.Errorf("%s args: %w", Name, err)
+		if err := pluginrt.DecodeArgs(obj, &in); err != nil {
+			return nil, fmt.Errorf("decode %s args: %w", Name, err)
 		}
 	}
 	scheme.Scheme.Default(&in)
 	var out config.DynamicResourcesArgs
 	if err := scheme.Scheme.Convert(&in, &out, nil); err != nil {
+		return nil, fmt.Errorf("%s args: %w", Name, err)
+	}
+	if err := validation.ValidateDynamicResourcesArgs(nil, &out, plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)); err != nil {
 		return nil, fmt.Errorf("%s args: %w", Name, err)
 	}
 	return &out, nil
