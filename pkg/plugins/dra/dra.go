@@ -40,15 +40,14 @@ import (
 // Name is the plugin's name in a KubeSchedulerConfiguration.
 const Name = pluginrt.DynamicResourcesName
 
-// Plugin is upstream's plugin under Phalanx's name: the framework keys
+// plugin is upstream's plugin under Phalanx's name: the framework keys
 // score weights, queueing hints and unschedulable plugins by Name(), which
 // must be the name the profile enables.
-type Plugin struct {
+type plugin struct {
 	*dynamicresources.DynamicResources
 }
 
-// Name returns Name.
-func (*Plugin) Name() string { return Name }
+func (*plugin) Name() string { return Name }
 
 // Factory returns the plugin's factory for the scheduler rt serves. Its
 // arguments are DynamicResources' own (filterTimeout, bindingTimeout).
@@ -72,7 +71,7 @@ func Factory(rt *pluginrt.Runtime) frameworkruntime.PluginFactory {
 		if !ok {
 			return nil, fmt.Errorf("%s: upstream's plugin is a %T", Name, p)
 		}
-		pl := &Plugin{DynamicResources: dr}
+		pl := &plugin{DynamicResources: dr}
 		rt.Register(ctx, h, pl)
 		return pl, nil
 	}
