@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -72,4 +73,17 @@ func TestPodGroupClaimReservationProfile(t *testing.T) {
 		assert.Contains(t, errs[0].Error(), "profiles[0].pluginConfig[", arg)
 		assert.Contains(t, errs[0].Error(), dra.Name, arg)
 	}
+}
+
+// A profile that enables PhalanxDynamicResources beside the default
+// DynamicResources is refused, naming the plugin to disable.
+func TestBothDRAPluginsRefused(t *testing.T) {
+	both := strings.Replace(string(config.SecondScheduler), "      - name: PhalanxGang\n", "      - name: PhalanxGang\n      - name: PhalanxDynamicResources\n", 1)
+	require.NotEqual(t, string(config.SecondScheduler), both)
+	obj, _, err := scheme.Codecs.UniversalDecoder().Decode([]byte(both), nil, nil)
+	require.NoError(t, err)
+	errs := ValidateArgs(obj.(*schedconfig.KubeSchedulerConfiguration))
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "profiles[0].plugins.multiPoint.enabled")
+	assert.Contains(t, errs[0].Error(), "disable DynamicResources")
 }
