@@ -199,7 +199,7 @@ func (t *Topology) releaseShared(ctx context.Context, root groups.Key, tree *gro
 	for _, k := range refs {
 		ns, name, _ := strings.Cut(k, "/")
 		if c, err := dm.ResourceClaims().Get(ns, name); err == nil {
-			t.release(ctx, c, root.String())
+			t.release(ctx, c, root.String(), true)
 		}
 	}
 }
@@ -219,7 +219,7 @@ func (t *Topology) releaseGone(ctx context.Context, root groups.Key) {
 		return
 	}
 	for _, c := range claims {
-		t.release(ctx, c, root.String())
+		t.release(ctx, c, root.String(), false)
 	}
 }
 
@@ -257,19 +257,25 @@ func (t *Topology) releaseOrphans(ctx context.Context) {
 			}
 		}
 		if !live[group] {
-			t.release(ctx, c, group)
+			t.release(ctx, c, group, false)
 		}
 	}
 }
 
 // release frees claim when Phalanx allocated it for group and no pod has
-// reserved it. A reservation for a PodGroup, written with the allocation,
-// goes with it: callers free a claim only while no member of the group is
-// reserved or bound (or the group is gone), which is when upstream's
-// DynamicResources frees a PodGroup's claim too.
-func (t *Topology) release(ctx context.Context, claim *resourceapi.ResourceClaim, group string) {
-	if claim.Annotations[v1alpha1.AllocatedForAnnotation] != group || claim.Status.Allocation == nil ||
-		slices.ContainsFunc(claim.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool { return !isPodGroupRef(r) }) {
+// reserved it. With podGroupReserved, a reservation for a PodGroup, written
+// with the allocation, goes with it: the caller found no member of the
+// group reserved or bound, which is when upstream's DynamicResources frees
+// a PodGroup's claim too. Other callers leave such a claim alone: the
+// PodGroup's members may run on it, and kube-controller-manager frees it
+// once the PodGroup is gone.
+func (t *Topology) release(ctx context.Context, claim *resourceapi.ResourceClaim, group string, podGroupReserved bool) {
+	if claim.Annotations[v1alpha1.AllocatedForAnnotation] != group || claim.Status.Allocation == nil {
+		return
+	}
+	if slices.ContainsFunc(claim.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool {
+		return !podGroupReserved || !isPodGroupRef(r)
+	}) {
 		return
 	}
 	logger := klog.FromContext(ctx)
