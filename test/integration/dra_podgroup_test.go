@@ -29,9 +29,12 @@ const overReservedForLimit = 300
 // claim of their PodGroup, more than the 256 consumers a claim's
 // status.reservedFor holds. Under PhalanxDynamicResources an upstream
 // scheduling.k8s.io PodGroup's claim is reserved for the PodGroup, as
-// upstream reserves it, and the whole gang binds. A Phalanx PodGroup's
-// claim can only be reserved for each pod (the kubelet accepts no other
-// consumer for its pods), so that gang binds nothing and says why.
+// upstream reserves it, and the whole gang binds; so does a group whose
+// claim kube-controller-manager makes from a template, and one whose
+// members exist before their PodGroup (the plugin looks the PodGroup up
+// in Phalanx's informer). A Phalanx PodGroup's claim can only be reserved
+// for each pod (the kubelet accepts no other consumer for its pods), so
+// that gang binds nothing and says why.
 func TestDRAPodGroupClaimBeyondReservedFor(t *testing.T) {
 	cfg, err := config.WithPodGroupClaimReservation(config.SecondScheduler)
 	require.NoError(t, err)
@@ -41,7 +44,7 @@ func TestDRAPodGroupClaimBeyondReservedFor(t *testing.T) {
 		Topology:   &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 6, CPU: "32", Memory: "64Gi", Pods: 110}})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	require.NoError(t, sandbox.PublishDomainDevices(ctx, c.Client, "channel.phalanx.dev", sandbox.RackLabel, []string{"zone-0-rack-0"}, 3))
+	require.NoError(t, sandbox.PublishDomainDevices(ctx, c.Client, "channel.phalanx.dev", sandbox.RackLabel, []string{"zone-0-rack-0"}, 4))
 	ns := namespace(t, c)
 	for _, name := range []string{"native-channel", "own-channel"} {
 		_, err = c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
@@ -112,6 +115,36 @@ func TestDRAPodGroupClaimBeyondReservedFor(t *testing.T) {
 		require.NotNil(t, claim.Status.Allocation)
 		assert.Equal(t, []resourceapi.ResourceClaimConsumerReference{{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: "tmpl", UID: got.UID}},
 			claim.Status.ReservedFor, "one claim for the group, reserved for the PodGroup")
+	})
+
+	t.Run("members created before their upstream PodGroup bind once it exists, its claim reserved for it", func(t *testing.T) {
+		_, err := c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "late-channel"},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "channel", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "channel.phalanx.dev"},
+			}}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		createMembersInParallel(t, c, ns, 4, func(i int) *corev1.Pod {
+			p := member{name: fmt.Sprintf("late-%d", i), cpu: "10m"}.pod()
+			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("late")}
+			return withClaim(p, "late-channel")
+		})
+		// Long enough for the scheduler to try them without their PodGroup.
+		time.Sleep(time.Second)
+		assert.Zero(t, countPrefix(boundPods(t, c, ns), "late-"), "no PodGroup yet")
+		pg := nativeGang("late", 4, "")
+		pg.Spec.ResourceClaims = []schedv1beta1.PodGroupResourceClaim{{Name: "channel", ResourceClaimName: ptr.To("late-channel")}}
+		_, err = c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+		require.NoError(t, err)
+		// Not the 5 minutes after which the queue retries every pod: the
+		// PodGroup's arrival brings them back.
+		eventually(t, 30*time.Second, "the 4 members of late bound", func() (bool, error) { return countPrefix(boundPods(t, c, ns), "late-") == 4, nil })
+		claim, err := c.Client.ResourceV1().ResourceClaims(ns).Get(ctx, "late-channel", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Len(t, claim.Status.ReservedFor, 1)
+		assert.Equal(t, "late", claim.Status.ReservedFor[0].Name)
+		assert.Equal(t, "podgroups", claim.Status.ReservedFor[0].Resource)
 	})
 
 	t.Run("a Phalanx PodGroup whose 300 members share its claim binds none and names the reservedFor limit", func(t *testing.T) {
