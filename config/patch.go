@@ -49,3 +49,40 @@ func WithPluginArg(base []byte, plugin, arg string, value any) ([]byte, error) {
 	}
 	return yaml.Marshal(cfg)
 }
+
+// WithPodGroupClaimReservation returns base, a KubeSchedulerConfiguration,
+// with every profile running PhalanxDynamicResources instead of upstream's
+// DynamicResources: claims of scheduling.k8s.io PodGroups are reserved for
+// the PodGroup, so that more than 256 members may share one
+// (docs/user-guide.md, "GPUs through DRA"). Everything else is kept.
+func WithPodGroupClaimReservation(base []byte) ([]byte, error) {
+	var cfg map[string]any
+	if err := yaml.Unmarshal(base, &cfg); err != nil {
+		return nil, fmt.Errorf("parse the scheduler configuration: %w", err)
+	}
+	profiles, _ := cfg["profiles"].([]any)
+	if len(profiles) == 0 {
+		return nil, errors.New("the scheduler configuration has no profiles")
+	}
+	for i, p := range profiles {
+		profile, ok := p.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("profiles[%d] of the scheduler configuration is not a mapping", i)
+		}
+		plugins, _ := profile["plugins"].(map[string]any)
+		if plugins == nil {
+			plugins = map[string]any{}
+		}
+		multiPoint, _ := plugins["multiPoint"].(map[string]any)
+		if multiPoint == nil {
+			multiPoint = map[string]any{}
+		}
+		for set, name := range map[string]string{"enabled": "PhalanxDynamicResources", "disabled": "DynamicResources"} {
+			list, _ := multiPoint[set].([]any)
+			multiPoint[set] = append(list, map[string]any{"name": name})
+		}
+		plugins["multiPoint"] = multiPoint
+		profile["plugins"] = plugins
+	}
+	return yaml.Marshal(cfg)
+}

@@ -152,11 +152,20 @@ func SpecOfNativePodGroup(pg *schedv1beta1.PodGroup) Spec {
 	// Upstream's API has one required key and no preference; the levels
 	// come from an annotation, as for scheduler-plugins' PodGroups.
 	s.PreferredKeys, s.Invalid = preferredFromAnnotation(pg.Annotations, s.TopologyKey)
+	// A claim from a template is made for the PodGroup by
+	// kube-controller-manager; whether its members can use it depends on
+	// the scheduler's profile (PhalanxDynamicResources), which the plan
+	// input checks.
 	for _, c := range pg.Spec.ResourceClaims {
-		s.Claims = append(s.Claims, GroupClaim{Name: c.Name, ClaimName: deref(c.ResourceClaimName), TemplateName: deref(c.ResourceClaimTemplateName)})
-	}
-	if s.Invalid == "" {
-		s.Invalid = templateClaims(s.Claims, "the claim kube-controller-manager makes belongs to the PodGroup, and phalanx-scheduler's DynamicResources plugin, which runs with DRAWorkloadResourceClaims off, accepts only claims made for the pod")
+		gc := GroupClaim{Name: c.Name, ClaimName: deref(c.ResourceClaimName), TemplateName: deref(c.ResourceClaimTemplateName)}
+		if gc.TemplateName != "" {
+			for _, st := range pg.Status.ResourceClaimStatuses {
+				if st.Name == c.Name {
+					gc.Made = deref(st.ResourceClaimName)
+				}
+			}
+		}
+		s.Claims = append(s.Claims, gc)
 	}
 	s.minRuntimeFrom(pg.Annotations)
 	return s

@@ -205,7 +205,17 @@ func TestGroupClaims(t *testing.T) {
 	tmpl := SpecOfPodGroup(&v1alpha1.PodGroup{Spec: v1alpha1.PodGroupSpec{ResourceClaims: []v1alpha1.PodGroupResourceClaim{
 		{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}}})
 	assert.Contains(t, tmpl.Invalid, "spec.resourceClaims[gpu]")
+	// kube-controller-manager makes an upstream PodGroup's claim from its
+	// template and records it in the status.
 	nativeTmpl := SpecOfNativePodGroup(&schedv1beta1.PodGroup{Spec: schedv1beta1.PodGroupSpec{ResourceClaims: []schedv1beta1.PodGroupResourceClaim{
 		{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}}})
-	assert.Contains(t, nativeTmpl.Invalid, "spec.resourceClaims[gpu]")
+	assert.Empty(t, nativeTmpl.Invalid)
+	assert.Equal(t, "", nativeTmpl.Claims[0].Claim(), "not made yet")
+	made := SpecOfNativePodGroup(&schedv1beta1.PodGroup{
+		Spec: schedv1beta1.PodGroupSpec{ResourceClaims: []schedv1beta1.PodGroupResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}},
+		Status: schedv1beta1.PodGroupStatus{ResourceClaimStatuses: []schedv1beta1.PodGroupResourceClaimStatus{
+			{Name: "other", ResourceClaimName: ptr.To("x")}, {Name: "gpu", ResourceClaimName: ptr.To("pg-gpu-abc")}}},
+	})
+	assert.Equal(t, "pg-gpu-abc", made.Claims[0].Claim())
+	assert.True(t, made.Claims[0].Matches(&corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}))
 }

@@ -170,6 +170,20 @@ type GroupClaim struct {
 	Name string
 	// ClaimName or TemplateName is set, as in the entry.
 	ClaimName, TemplateName string
+	// Made is, for an entry with TemplateName, the claim
+	// kube-controller-manager made from it for the group, as the group's
+	// status records it; empty until then (and for every dialect but
+	// upstream's PodGroups, for which nothing makes one).
+	Made string
+}
+
+// Claim is the name of the claim the entry stands for: ClaimName, or the
+// claim made from the template; empty while none is known.
+func (gc GroupClaim) Claim() string {
+	if gc.ClaimName != "" {
+		return gc.ClaimName
+	}
+	return gc.Made
 }
 
 // Matches says whether a pod's claim entry uses the group's claim.

@@ -8,6 +8,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
+	"github.com/phalanx-sched/phalanx/pkg/plugins/dra"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
@@ -27,6 +28,7 @@ func RegistryFor(rt *pluginrt.Runtime, d *gang.Drain) []app.Option {
 		app.WithPlugin(gang.Name, gang.Factory(rt, d)),
 		app.WithPlugin(topology.Name, topology.Factory(rt)),
 		app.WithPlugin(preemption.Name, preemption.Factory(rt)),
+		app.WithPlugin(dra.Name, dra.Factory(rt)),
 	}
 }
 

@@ -3,7 +3,9 @@ package plugins
 import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
+	"github.com/phalanx-sched/phalanx/pkg/plugins/dra"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
@@ -15,9 +17,17 @@ import (
 // as kube-scheduler's own validation names the fields it checks. The
 // scheduler would refuse the same args, but only once it builds its
 // profiles, with the plugin's name and no path.
+//
+// It also refuses a profile that runs both PhalanxDynamicResources and
+// upstream's DynamicResources: each would allocate every claim, and the
+// framework would start both without complaint.
 func ValidateArgs(cfg *schedconfig.KubeSchedulerConfiguration) field.ErrorList {
 	var errs field.ErrorList
 	for i, prof := range cfg.Profiles {
+		if prof.Plugins != nil && enabled(prof.Plugins.MultiPoint, dra.Name) && enabled(prof.Plugins.MultiPoint, names.DynamicResources) {
+			errs = append(errs, field.Invalid(field.NewPath("profiles").Index(i).Child("plugins", "multiPoint", "enabled"), dra.Name,
+				dra.Name+" runs in place of "+names.DynamicResources+": disable "+names.DynamicResources+" in the profile"))
+		}
 		for j, pc := range prof.PluginConfig {
 			path := field.NewPath("profiles").Index(i).Child("pluginConfig").Index(j).Child("args")
 			var err error
@@ -28,6 +38,8 @@ func ValidateArgs(cfg *schedconfig.KubeSchedulerConfiguration) field.ErrorList {
 				err = topology.ValidateArgs(pc.Args)
 			case preemption.Name:
 				err = preemption.ValidateArgs(pc.Args)
+			case dra.Name:
+				err = dra.ValidateArgs(pc.Args)
 			}
 			if err != nil {
 				errs = append(errs, field.Invalid(path, field.OmitValueType{}, err.Error()))
@@ -35,4 +47,19 @@ func ValidateArgs(cfg *schedconfig.KubeSchedulerConfiguration) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// enabled says whether set enables plugin (and does not disable it).
+func enabled(set schedconfig.PluginSet, plugin string) bool {
+	for _, p := range set.Disabled {
+		if p.Name == plugin || p.Name == "*" {
+			return false
+		}
+	}
+	for _, p := range set.Enabled {
+		if p.Name == plugin {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 
 	"github.com/phalanx-sched/phalanx/config"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/dra"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
@@ -32,4 +34,56 @@ func TestShippedProfilesArgsValidate(t *testing.T) {
 	for _, name := range []string{gang.Name, topology.Name} {
 		assert.NotZero(t, found[name], "no shipped profile configures %s", name)
 	}
+}
+
+// TestPodGroupClaimReservationProfile: config.WithPodGroupClaimReservation
+// swaps DynamicResources for PhalanxDynamicResources in every profile of a
+// shipped configuration, and the plugin's args are DynamicResources' own,
+// checked as kube-scheduler checks them, with the field path named.
+func TestPodGroupClaimReservationProfile(t *testing.T) {
+	data, err := config.WithPodGroupClaimReservation(config.ReplaceDefault)
+	require.NoError(t, err)
+	data, err = config.WithPluginArg(data, dra.Name, "filterTimeout", "5s")
+	require.NoError(t, err)
+	obj, _, err := scheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
+	require.NoError(t, err)
+	cfg := obj.(*schedconfig.KubeSchedulerConfiguration)
+	assert.Empty(t, ValidateArgs(cfg))
+	require.NotEmpty(t, cfg.Profiles)
+	for _, prof := range cfg.Profiles {
+		var enabled, disabled []string
+		for _, p := range prof.Plugins.MultiPoint.Enabled {
+			enabled = append(enabled, p.Name)
+		}
+		for _, p := range prof.Plugins.MultiPoint.Disabled {
+			disabled = append(disabled, p.Name)
+		}
+		assert.Contains(t, enabled, dra.Name, prof.SchedulerName)
+		assert.NotContains(t, enabled, "DynamicResources", prof.SchedulerName)
+		assert.Contains(t, disabled, "DynamicResources", prof.SchedulerName)
+	}
+
+	for arg, value := range map[string]any{"filterTimeout": "-1s", "filterTimout": "5s"} {
+		bad, err := config.WithPluginArg(config.SecondScheduler, dra.Name, arg, value)
+		require.NoError(t, err)
+		obj, _, err := scheme.Codecs.UniversalDecoder().Decode(bad, nil, nil)
+		require.NoError(t, err)
+		errs := ValidateArgs(obj.(*schedconfig.KubeSchedulerConfiguration))
+		require.Len(t, errs, 1, arg)
+		assert.Contains(t, errs[0].Error(), "profiles[0].pluginConfig[", arg)
+		assert.Contains(t, errs[0].Error(), dra.Name, arg)
+	}
+}
+
+// A profile that enables PhalanxDynamicResources beside the default
+// DynamicResources is refused, naming the plugin to disable.
+func TestBothDRAPluginsRefused(t *testing.T) {
+	both := strings.Replace(string(config.SecondScheduler), "      - name: PhalanxGang\n", "      - name: PhalanxGang\n      - name: PhalanxDynamicResources\n", 1)
+	require.NotEqual(t, string(config.SecondScheduler), both)
+	obj, _, err := scheme.Codecs.UniversalDecoder().Decode([]byte(both), nil, nil)
+	require.NoError(t, err)
+	errs := ValidateArgs(obj.(*schedconfig.KubeSchedulerConfiguration))
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "profiles[0].plugins.multiPoint.enabled")
+	assert.Contains(t, errs[0].Error(), "disable DynamicResources")
 }

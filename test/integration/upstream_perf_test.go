@@ -82,15 +82,17 @@ func TestUpstreamSchedulerPerfWorkloads(t *testing.T) {
 // pods, partitionable devices, consumable capacity, device taints,
 // prioritized lists, extended resources backed by devices, and PodGroups
 // sharing one claim, with the alpha and beta gates each workload asks
-// for. Every pod must be scheduled, and every bound pod hold its claims,
-// allocated on its node's devices, no device twice.
+// for (the PodGroup workloads, under DRAWorkloadResourceClaims, run Phalanx
+// with PhalanxDynamicResources, which reserves a PodGroup's claim for the
+// PodGroup: 1,000 pods share one claim). Every pod must be scheduled, and
+// every bound pod hold its claims, allocated on its node's devices, no
+// device twice.
 //
 // Each workload costs a sandbox of its own (about 13 s on a loaded 2-core
 // machine, for 18 workloads), so make test runs two: claims from a
 // template on a partly used cluster, and PodGroups whose members share a
-// claim. PHALANX_PERF_DRA_ALL=1 runs all of them but those Phalanx cannot
-// run (draUnsupported), as does `phalanx-sim upstream-perf --configs
-// dra,...` (docs/benchmarks.md).
+// claim. PHALANX_PERF_DRA_ALL=1 runs all of them, as does `phalanx-sim
+// upstream-perf --configs dra,...` (docs/benchmarks.md).
 func TestUpstreamSchedulerPerfDRAWorkloads(t *testing.T) {
 	ctx := context.Background()
 	dir, err := bench.SchedulerPerfDir(ctx)
@@ -111,11 +113,6 @@ func TestUpstreamSchedulerPerfDRAWorkloads(t *testing.T) {
 	defer h.Close()
 	for _, s := range selected {
 		t.Run(s.Name(), func(t *testing.T) {
-			for prefix, why := range draUnsupported {
-				if strings.HasPrefix(s.Name(), prefix) {
-					t.Skipf("Phalanx cannot run it: %s", why)
-				}
-			}
 			e, err := s.Expand()
 			require.NoError(t, err)
 			r := h.RunPerfWorkload(ctx, e, bench.ArmPhalanx, 1)
@@ -130,13 +127,4 @@ func TestUpstreamSchedulerPerfDRAWorkloads(t *testing.T) {
 			assert.Positive(t, r.DurationSeconds, "the measured operation was timed")
 		})
 	}
-}
-
-// draUnsupported are upstream's dra workloads Phalanx cannot run, by name
-// prefix, and why. Both need DRAWorkloadResourceClaims in the scheduler,
-// which depends on GenericWorkload, upstream's workload scheduling, which
-// a Phalanx scheduler runs without (one scheduler per group).
-var draUnsupported = map[string]string{
-	"SharedPodGroupResourceClaimTemplate/":           "a PodGroup's claim from a template is made for the group, not its pods, and only a scheduler with DRAWorkloadResourceClaims finds it: the pods wait for their claims forever",
-	"SharedPodGroupResourceClaim/1podgroup_1000pods": "1,000 pods share one claim: without DRAWorkloadResourceClaims every pod reserves the claim for itself, and a claim holds at most 256 reservations",
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
+	"github.com/phalanx-sched/phalanx/config"
 	"github.com/phalanx-sched/phalanx/tools/bench/report"
 	"github.com/phalanx-sched/phalanx/tools/bench/schedperf"
 	"github.com/phalanx-sched/phalanx/tools/sandbox"
@@ -146,6 +147,14 @@ func (h *Harness) runPerf(ctx context.Context, e *schedperf.Expanded, arm Arm, r
 	if err != nil {
 		return err
 	}
+	if e.Gates[podGroupClaimsGate] {
+		// The workload's PodGroups share claims among more pods than a
+		// claim's reservedFor holds; upstream reserves them for the
+		// PodGroup under this gate, Phalanx under PhalanxDynamicResources.
+		if phalanxCfg, err = config.WithPodGroupClaimReservation(phalanxCfg); err != nil {
+			return err
+		}
+	}
 	var cl *sandbox.Cluster
 	for try := 1; try <= sandboxStartTries; try++ {
 		// scheduler_perf's API server runs without the Priority admission
@@ -214,6 +223,10 @@ func (h *Harness) perfPhalanxBase() []byte {
 // default-scheduler, when it has none) is served by a copy of the first
 // profile of base. The workload's own plugin settings are for upstream's
 // in-tree plugins and are not carried over.
+// podGroupClaimsGate is upstream's gate for claims of PodGroups reserved
+// for the PodGroup.
+const podGroupClaimsGate = "DRAWorkloadResourceClaims"
+
 func phalanxPerfConfig(base []byte, workloadConfig string) ([]byte, error) {
 	names := []string{corev1.DefaultSchedulerName}
 	if workloadConfig != "" {

@@ -17,12 +17,13 @@ import (
 func groupClaimKeys(claims []groups.GroupClaim, pod *corev1.Pod) []string {
 	var out []string
 	for _, gc := range claims {
-		if gc.ClaimName == "" {
+		name := gc.Claim()
+		if name == "" {
 			continue
 		}
 		for i := range pod.Spec.ResourceClaims {
 			if gc.Matches(&pod.Spec.ResourceClaims[i]) {
-				out = append(out, pod.Namespace+"/"+gc.ClaimName)
+				out = append(out, pod.Namespace+"/"+name)
 			}
 		}
 	}

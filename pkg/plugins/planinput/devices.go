@@ -27,6 +27,11 @@ type DRA struct {
 	manager  func() fwk.SharedDRAManager
 	Model    *devices.Model
 	Features structured.Features
+	// PodGroupReservation: the profile runs PhalanxDynamicResources, which
+	// reserves a claim a pod uses through its scheduling.k8s.io PodGroup's
+	// spec.resourceClaims for the PodGroup; every other claim is reserved
+	// for each pod.
+	PodGroupReservation bool
 }
 
 // sharedManager is the DRA manager, nil when the scheduler runs none.
@@ -57,6 +62,19 @@ type deviceState struct {
 	// use it; shared are the unallocated claims several members share.
 	users  map[string][]*corev1.Pod
 	shared map[string]*resourceapi.ResourceClaim
+	// perPod numbers, per claim, the pending members that will reserve it
+	// for themselves (not for their PodGroup), in the tree's order;
+	// inFlight counts the reserved members that will, once they bind.
+	// A claim's status.reservedFor holds at most 256 consumers, so the
+	// members past its free entries cannot bind (reservedForRoom).
+	perPod   map[string]map[*corev1.Pod]int
+	inFlight map[string]int
+	// unusable says, per member, why a claim of its PodGroup that
+	// kube-controller-manager makes from a template is of no use to it:
+	// the claim is made for the PodGroup, and upstream's DynamicResources
+	// accepts it only under DRAWorkloadResourceClaims, which a Phalanx
+	// scheduler runs without.
+	unusable map[*corev1.Pod]string
 	// members keeps what each member's claims ask, read once: the shape
 	// key and the shape's constraints both need it for the same pod.
 	members map[*corev1.Pod]resolvedClaims
@@ -81,7 +99,8 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 		return c.devices
 	}
 	st := &deviceState{refs: map[string]int{}, ofGroup: map[string]bool{}, classes: map[string]bool{}, domainKey: map[*corev1.Pod]string{},
-		users: map[string][]*corev1.Pod{}, shared: map[string]*resourceapi.ResourceClaim{}, members: map[*corev1.Pod]resolvedClaims{}}
+		users: map[string][]*corev1.Pod{}, shared: map[string]*resourceapi.ResourceClaim{}, members: map[*corev1.Pod]resolvedClaims{},
+		perPod: map[string]map[*corev1.Pod]int{}, inFlight: map[string]int{}, unusable: map[*corev1.Pod]string{}}
 	c.devices = st
 	dra := c.DRA
 	if dra.sharedManager() == nil {
@@ -107,14 +126,33 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 	var walk func(*groups.Tree)
 	walk = func(t *groups.Tree) {
 		for _, m := range t.Members {
+			ofGroup := groupClaimKeys(t.Claims, m.Pod)
+			forGroup := dra.PodGroupReservation && m.Pod.Spec.SchedulingGroup != nil && m.Pod.Spec.SchedulingGroup.PodGroupName != nil
 			for _, k := range ClaimKeys(m.Pod) {
 				st.refs[k]++
 				if m.State == groups.Pending {
 					st.users[k] = append(st.users[k], m.Pod)
 				}
+				if forGroup && containsString(ofGroup, k) {
+					continue
+				}
+				switch m.State {
+				case groups.Pending:
+					if st.perPod[k] == nil {
+						st.perPod[k] = map[*corev1.Pod]int{}
+					}
+					st.perPod[k][m.Pod] = len(st.perPod[k])
+				case groups.Assumed:
+					st.inFlight[k]++
+				}
 			}
-			for _, k := range groupClaimKeys(t.Claims, m.Pod) {
+			for _, k := range ofGroup {
 				st.ofGroup[k] = true
+			}
+			if !dra.PodGroupReservation && m.Pod.Spec.SchedulingGroup != nil {
+				if name := templateGroupClaim(t.Claims, m.Pod); name != "" {
+					st.unusable[m.Pod] = fmt.Sprintf("the group's claim %q is made from a template for the PodGroup, and the profile runs DynamicResources, which accepts only claims made for the pod: run PhalanxDynamicResources in its place", name)
+				}
 			}
 		}
 		for _, ch := range t.Children {
@@ -141,6 +179,9 @@ func (c *Constraints) claimsOf(ctx context.Context, tree *groups.Tree, pod *core
 }
 
 func (c *Constraints) resolveClaims(st *deviceState, pod *corev1.Pod) (memberClaims, error) {
+	if why := st.unusable[pod]; why != "" {
+		return memberClaims{waiting: why}, nil
+	}
 	var claims []*resourceapi.ResourceClaim
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
@@ -164,12 +205,60 @@ func (c *Constraints) resolveClaims(st *deviceState, pod *corev1.Pod) (memberCla
 		if claim.Status.Allocation != nil && !resourceclaim.CanBeReserved(claim) && !resourceclaim.IsReservedForPod(pod, claim, true) {
 			return memberClaims{waiting: fmt.Sprintf("ResourceClaim %s/%s is in use by as many pods as it may be", pod.Namespace, *name)}, nil
 		}
+		if why := st.reservedForRoom(pod, claim); why != "" {
+			return memberClaims{waiting: why}, nil
+		}
 		claims = append(claims, claim)
 	}
 	return memberClaims{demand: devices.DemandOf(claims, func(cl *resourceapi.ResourceClaim) bool {
 		k := cl.Namespace + "/" + cl.Name
 		return st.refs[k] > 1 || st.ofGroup[k]
 	})}, nil
+}
+
+// templateGroupClaim is the name of an entry of pod's that uses a claim
+// its group makes from a template, "" when there is none.
+func templateGroupClaim(claims []groups.GroupClaim, pod *corev1.Pod) string {
+	for _, gc := range claims {
+		if gc.TemplateName == "" {
+			continue
+		}
+		for i := range pod.Spec.ResourceClaims {
+			if gc.Matches(&pod.Spec.ResourceClaims[i]) {
+				return gc.Name
+			}
+		}
+	}
+	return ""
+}
+
+func containsString(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+// reservedForRoom says why pod cannot use claim, which it would reserve
+// for itself, when the claim's status.reservedFor has no entry left for
+// it: the entries other pods hold and those the group's reserved members
+// will take go first, then the pending members in the tree's order. A
+// gang whose minimum needs more members on one claim than that binds
+// none, instead of binding 256 and waiting for the rest forever.
+func (st *deviceState) reservedForRoom(pod *corev1.Pod, claim *resourceapi.ResourceClaim) string {
+	k := claim.Namespace + "/" + claim.Name
+	idx, ok := st.perPod[k][pod]
+	if !ok || resourceclaim.IsReservedForPod(pod, claim, false) {
+		return ""
+	}
+	taken := len(claim.Status.ReservedFor) + st.inFlight[k]
+	if idx < resourceapi.ResourceClaimReservedForMaxSize-taken {
+		return ""
+	}
+	return fmt.Sprintf("ResourceClaim %s/%s is reserved for each pod that uses it, and its status.reservedFor holds at most %d (%d taken)",
+		claim.Namespace, claim.Name, resourceapi.ResourceClaimReservedForMaxSize, taken)
 }
 
 // deviceKey is what a member's claims add to its shape key. Members whose

@@ -17,7 +17,7 @@ var modelled = map[string]bool{
 	names.NodeAffinity: true, names.NodePorts: true, names.NodeResourcesFit: true,
 	names.VolumeRestrictions: true, names.NodeVolumeLimits: true, names.VolumeBinding: true,
 	names.VolumeZone: true, names.PodTopologySpread: true, names.InterPodAffinity: true,
-	names.DynamicResources: true, pluginrt.TopologyName: true,
+	names.DynamicResources: true, pluginrt.DynamicResourcesName: true, pluginrt.TopologyName: true,
 }
 
 // UnknownFilters names the Filter plugins the profile behind h runs outside

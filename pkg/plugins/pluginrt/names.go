@@ -8,4 +8,8 @@ const (
 	GangName       = "PhalanxGang"
 	TopologyName   = "PhalanxTopology"
 	PreemptionName = "PhalanxPreemption"
+	// DynamicResourcesName is upstream's DynamicResources plugin with the
+	// claims of scheduling.k8s.io PodGroups reserved for the PodGroup
+	// (pkg/plugins/dra): a profile runs it instead of DynamicResources.
+	DynamicResourcesName = "PhalanxDynamicResources"
 )

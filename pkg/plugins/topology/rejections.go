@@ -20,6 +20,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
@@ -68,6 +69,7 @@ var joinsCannotLift = sets.New(
 	names.NodePorts, names.VolumeRestrictions, names.NodeVolumeLimits, names.DynamicResources,
 	names.PodTopologySpread, names.NodeUnschedulable, names.NodeName, names.TaintToleration,
 	names.NodeAffinity, names.VolumeBinding, names.VolumeZone, names.NodeDeclaredFeatures,
+	pluginrt.DynamicResourcesName,
 )
 
 func seeNode(ni fwk.NodeInfo, plugin string, counted sets.Set[types.UID]) *nodeSeen {
@@ -144,6 +146,9 @@ func (t *Topology) constraints(ctx context.Context, root groups.Key, infos []fwk
 // own. The nodes earlier plans of root were refused on are this plugin's.
 func (t *Topology) constraintsFor(ctx context.Context, h fwk.Handle, pr *probe.Prober, root groups.Key, infos []fwk.NodeInfo) *planinput.Constraints {
 	c := planinput.ClusterConstraints(ctx, h, pr, infos)
+	if c.DRA != nil && t.reservesForPodGroups != nil {
+		c.DRA.PodGroupReservation = t.reservesForPodGroups()
+	}
 	c.Unknown = t.unknownFilters()
 	c.AntiTerms = t.antiTerms
 	c.Rejected = func(shape string) map[string]planinput.Rejection {
@@ -178,7 +183,7 @@ func (t *Topology) recordRejection(ctx context.Context, root groups.Key, pod *co
 	switch plugin {
 	case "", Name, names.NodeResourcesFit:
 		return
-	case names.DynamicResources:
+	case names.DynamicResources, pluginrt.DynamicResourcesName:
 		// A claim another pod is allocating refuses every node until
 		// its PreBind; the node is not to blame.
 		if strings.Contains(strings.Join(st.Reasons(), " "), "in the process of being allocated") {

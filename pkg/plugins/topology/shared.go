@@ -9,8 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -30,6 +32,12 @@ import (
 // for them. Allocating the claim with the plan, as the plugin would for
 // the first member (same allocator, same node), breaks the circle: every
 // member finds the claim allocated and reserves it for itself.
+//
+// A claim PhalanxDynamicResources will reserve for the members' PodGroup
+// is reserved for it in the same write. Every member's PreFilter then
+// finds the reservation and its PreBind writes nothing; without it, the
+// members' PreBinds would all add the PodGroup at once, and every one but
+// the first would be refused for a duplicate entry.
 func (t *Topology) allocateShared(ctx context.Context, root groups.Key, cons *planinput.Constraints, assignments map[string]string) (map[string]bool, error) {
 	var done map[string]bool
 	for _, sc := range cons.SharedClaims() {
@@ -55,7 +63,7 @@ func (t *Topology) allocateShared(ctx context.Context, root groups.Key, cons *pl
 			return nil, fmt.Errorf("ResourceClaim %s/%s cannot be allocated on planned node %s", sc.Claim.Namespace, sc.Claim.Name, node)
 		}
 		t.allocatedShared.Store(true)
-		if err := t.writeAllocation(ctx, sc.Claim, alloc, root.String()); err != nil {
+		if err := t.writeAllocation(ctx, sc.Claim, alloc, t.podGroupConsumer(sc), root.String()); err != nil {
 			return nil, err
 		}
 		if done == nil {
@@ -83,10 +91,49 @@ func usesAny(pod *corev1.Pod, claims map[string]bool) bool {
 	return slices.ContainsFunc(planinput.ClaimKeys(pod), func(k string) bool { return claims[k] })
 }
 
+// podGroupConsumer is the PodGroup that the profile's
+// PhalanxDynamicResources will reserve sc's claim for, decided as the
+// plugin decides it for each user (resourceclaim.BindTo): nil when the
+// profile runs upstream's DynamicResources, which reserves every claim for
+// each pod, or when no user names the claim as its PodGroup's.
+func (t *Topology) podGroupConsumer(sc planinput.SharedClaim) *resourceapi.ResourceClaimConsumerReference {
+	if t.reservesForPodGroups == nil || !t.reservesForPodGroups() {
+		return nil
+	}
+	lister := t.groups.NativePodGroups()
+	if lister == nil {
+		return nil
+	}
+	for _, u := range sc.Users {
+		if u.Spec.SchedulingGroup == nil || u.Spec.SchedulingGroup.PodGroupName == nil {
+			continue
+		}
+		pg, err := lister.PodGroups(u.Namespace).Get(*u.Spec.SchedulingGroup.PodGroupName)
+		if err != nil {
+			continue
+		}
+		for i := range u.Spec.ResourceClaims {
+			pc := &u.Spec.ResourceClaims[i]
+			if name, _, err := resourceclaim.Name(u, pc); err != nil || name == nil || *name != sc.Claim.Name {
+				continue
+			}
+			if ref, err := resourceclaim.BindTo(u, pg, pc); err == nil && isPodGroupRef(ref) {
+				return &ref
+			}
+		}
+	}
+	return nil
+}
+
+func isPodGroupRef(ref resourceapi.ResourceClaimConsumerReference) bool {
+	return ref.APIGroup == schedv1beta1.GroupName && ref.Resource == "podgroups"
+}
+
 // writeAllocation writes alloc as claim's allocation, as the
 // DynamicResources plugin's PreBind does (finalizer first, then status),
-// and tells the scheduler's DRA manager, whose informer lags.
-func (t *Topology) writeAllocation(ctx context.Context, claim *resourceapi.ResourceClaim, alloc *resourceapi.AllocationResult, group string) error {
+// reserved for consumer when it is not nil, and tells the scheduler's DRA
+// manager, whose informer lags.
+func (t *Topology) writeAllocation(ctx context.Context, claim *resourceapi.ResourceClaim, alloc *resourceapi.AllocationResult, consumer *resourceapi.ResourceClaimConsumerReference, group string) error {
 	client := t.handle.ClientSet().ResourceV1().ResourceClaims(claim.Namespace)
 	c := claim.DeepCopy()
 	if !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
@@ -102,6 +149,9 @@ func (t *Topology) writeAllocation(ctx context.Context, claim *resourceapi.Resou
 		// The plugin's PreBind stamps an allocation that lacks it, and
 		// an allocation may not change once written.
 		c.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
+	}
+	if consumer != nil {
+		c.Status.ReservedFor = append(c.Status.ReservedFor, *consumer)
 	}
 	c, err = client.UpdateStatus(ctx, c, metav1.UpdateOptions{})
 	if err != nil {
@@ -149,7 +199,7 @@ func (t *Topology) releaseShared(ctx context.Context, root groups.Key, tree *gro
 	for _, k := range refs {
 		ns, name, _ := strings.Cut(k, "/")
 		if c, err := dm.ResourceClaims().Get(ns, name); err == nil {
-			t.release(ctx, c, root.String())
+			t.release(ctx, c, root.String(), true)
 		}
 	}
 }
@@ -169,7 +219,7 @@ func (t *Topology) releaseGone(ctx context.Context, root groups.Key) {
 		return
 	}
 	for _, c := range claims {
-		t.release(ctx, c, root.String())
+		t.release(ctx, c, root.String(), false)
 	}
 }
 
@@ -207,19 +257,32 @@ func (t *Topology) releaseOrphans(ctx context.Context) {
 			}
 		}
 		if !live[group] {
-			t.release(ctx, c, group)
+			t.release(ctx, c, group, false)
 		}
 	}
 }
 
-func (t *Topology) release(ctx context.Context, claim *resourceapi.ResourceClaim, group string) {
-	if claim.Annotations[v1alpha1.AllocatedForAnnotation] != group || claim.Status.Allocation == nil || len(claim.Status.ReservedFor) > 0 {
+// release frees claim when Phalanx allocated it for group and no pod has
+// reserved it. With podGroupReserved, a reservation for a PodGroup, written
+// with the allocation, goes with it: the caller found no member of the
+// group reserved or bound, which is when upstream's DynamicResources frees
+// a PodGroup's claim too. Other callers leave such a claim alone: the
+// PodGroup's members may run on it, and kube-controller-manager frees it
+// once the PodGroup is gone.
+func (t *Topology) release(ctx context.Context, claim *resourceapi.ResourceClaim, group string, podGroupReserved bool) {
+	if claim.Annotations[v1alpha1.AllocatedForAnnotation] != group || claim.Status.Allocation == nil {
+		return
+	}
+	if slices.ContainsFunc(claim.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool {
+		return !podGroupReserved || !isPodGroupRef(r)
+	}) {
 		return
 	}
 	logger := klog.FromContext(ctx)
 	client := t.handle.ClientSet().ResourceV1().ResourceClaims(claim.Namespace)
 	c := claim.DeepCopy()
 	c.Status.Allocation = nil
+	c.Status.ReservedFor = nil
 	c, err := client.UpdateStatus(ctx, c, metav1.UpdateOptions{})
 	if err != nil {
 		if !apierrors.IsNotFound(err) {

@@ -54,6 +54,10 @@ type Topology struct {
 	// orphans frees, once, what was allocated for groups deleted while
 	// no Phalanx scheduler ran.
 	orphans sync.Once
+	// reservesForPodGroups says whether the profile runs
+	// PhalanxDynamicResources, which reserves a scheduling.k8s.io
+	// PodGroup's claims for the PodGroup (shared.go).
+	reservesForPodGroups func() bool
 
 	mu    sync.Mutex
 	plans map[groups.Key]*plan
@@ -128,6 +132,10 @@ func newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *plug
 	}
 	t.runCtx = ctx
 	t.promises = pluginrt.PromisesOf(inst)
+	t.reservesForPodGroups = func() bool {
+		_, ok := rt.Plugin(h, pluginrt.DynamicResourcesName)
+		return ok
+	}
 	if args.Reservation != nil {
 		t.resv = newReserver(t, *args.Reservation, h.SharedInformerFactory().Core().V1().Nodes().Lister(),
 			func() pluginrt.Protections { return rt.Protections(h) })
