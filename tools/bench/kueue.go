@@ -77,7 +77,7 @@ func kueueTopologyRequest(c Case) (key, value string) {
 	}
 }
 
-// kueuePriorityClass names gang g's WorkloadPriorityClass.
+// kueuePriorityClass names a gang's WorkloadPriorityClass.
 func kueuePriorityClass(gang string) string { return "bench-" + gang }
 
 // setUpKueue creates the arm's Kueue objects: the Topology, the flavor on
