@@ -217,6 +217,9 @@ func TestBenchKueueTASQuick(t *testing.T) {
 	require.NotNil(t, r.Scheduler, "kube-scheduler's metrics observed")
 	assert.GreaterOrEqual(t, r.Scheduler.AttemptsPerBoundPod, 1.0)
 	assert.Equal(t, report.ScopeScheduler, r.MemoryScope)
+	assert.Positive(t, r.ControllerCPUSeconds, "Kueue's CPU over the window measured")
+	assert.Positive(t, r.ControllerPeakRSSBytes, "Kueue's memory measured")
+	t.Logf("Kueue's manager: %.2fs CPU in the window, peak RSS %d MiB", r.ControllerCPUSeconds, r.ControllerPeakRSSBytes>>20)
 	var out strings.Builder
 	require.NoError(t, report.WriteTable(&out, []report.Result{r}))
 	t.Logf("kueue-tas on %s (timings are not asserted):\n%s", c.Name, out.String())

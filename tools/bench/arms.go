@@ -102,11 +102,12 @@ func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, 
 		if err != nil {
 			return nil, err
 		}
+		k := newKueueArm(a, cl.KueuePID())
 		if err := releaseKueue(ctx, cl.KueueClient()); err != nil {
 			a.stop(res)
 			return nil, err
 		}
-		return a, nil
+		return k, nil
 	case ArmCeiling:
 		b, err := startBinder(ctx, cl.Client, ns, c, h.opts.BinderWorkers, created)
 		if err != nil {
