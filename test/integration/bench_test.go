@@ -175,3 +175,52 @@ func TestBenchPreferredQuick(t *testing.T) {
 	}
 	assert.Equal(t, small, r.Spread.OneDomain, "every gang a rack holds is in one rack")
 }
+
+// TestBenchKueueTASQuick runs the quick preferred-topology stream through
+// the kueue-tas arm: Kueue v0.17.0's own manager with its TAS on chooses
+// every pod's node when it admits the gang's Job (asked for a preferred
+// rack, the nearest request Kueue has to "a rack within a required
+// block"), and upstream kube-scheduler binds the pods there. Every gang
+// binds whole inside one block, and every gang that one rack holds lands
+// in one rack: kube-scheduler alone spreads pods over racks, so this holds
+// only if Kueue's TAS placed them.
+func TestBenchKueueTASQuick(t *testing.T) {
+	ctx := context.Background()
+	h, err := bench.New(ctx, bench.Options{WorkDir: t.TempDir(), Logf: t.Logf,
+		Arms: []bench.Arm{bench.ArmKueueTAS}, Kueue: kueueBinary(t)})
+	require.NoError(t, err, "set up the harness (builds kube-scheduler with the go tool)")
+	defer h.Close()
+	var c *bench.Case
+	for _, q := range bench.Cases(true) {
+		if q.RacksPerBlock > 0 && len(q.PreferredTopology) > 0 {
+			c = &q
+			break
+		}
+	}
+	require.NotNil(t, c, "the quick preferred case exists")
+	r := h.RunCase(ctx, *c, bench.ArmKueueTAS, 1)
+	require.Empty(t, r.Error)
+	require.Empty(t, r.Skipped)
+	assert.Equal(t, "all bound", r.Stop)
+	assert.Equal(t, c.PodCount(), r.Verdict.Bound, "every pod bound")
+	assert.Equal(t, c.GangCount(), r.Verdict.CompleteGroups, "every gang complete")
+	assert.Zero(t, r.Verdict.TopologyViolations, "every gang inside one block: %v", r.Verdict.Problems)
+	assert.True(t, r.Verdict.OK(), "%v", r.Verdict.Problems)
+	require.NotNil(t, r.Spread, "racks per gang counted")
+	small := 0
+	for _, size := range c.GangSizes {
+		if size <= c.NodesPerRack {
+			small++
+		}
+	}
+	assert.Equal(t, small, r.Spread.OneDomain, "every gang a rack holds is in one rack")
+	require.NotNil(t, r.Scheduler, "kube-scheduler's metrics observed")
+	assert.GreaterOrEqual(t, r.Scheduler.AttemptsPerBoundPod, 1.0)
+	assert.Equal(t, report.ScopeScheduler, r.MemoryScope)
+	assert.Positive(t, r.ControllerCPUSeconds, "Kueue's CPU over the window measured")
+	assert.Positive(t, r.ControllerPeakRSSBytes, "Kueue's memory measured")
+	t.Logf("Kueue's manager: %.2fs CPU in the window, peak RSS %d MiB", r.ControllerCPUSeconds, r.ControllerPeakRSSBytes>>20)
+	var out strings.Builder
+	require.NoError(t, report.WriteTable(&out, []report.Result{r}))
+	t.Logf("kueue-tas on %s (timings are not asserted):\n%s", c.Name, out.String())
+}

@@ -95,6 +95,19 @@ func (h *Harness) startArm(ctx context.Context, cl *sandbox.Cluster, ns string, 
 			return nil, err
 		}
 		return newSchedulerPluginsArm(a, controller), nil
+	case ArmKueueTAS:
+		// kube-scheduler binds where Kueue's TAS put each pod; the window
+		// starts as the held ClusterQueue starts admitting.
+		a, err := h.startChildArm(ctx, cl, h.kubeScheduler, nil, upstreamSchedulerName, h.opts.UpstreamGates, dir, res)
+		if err != nil {
+			return nil, err
+		}
+		k := newKueueArm(a, cl.KueuePID())
+		if err := releaseKueue(ctx, cl.KueueClient()); err != nil {
+			a.stop(res)
+			return nil, err
+		}
+		return k, nil
 	case ArmCeiling:
 		b, err := startBinder(ctx, cl.Client, ns, c, h.opts.BinderWorkers, created)
 		if err != nil {

@@ -26,7 +26,12 @@
 //     profile) and its PodGroup controller, built from hack/scheduler-plugins
 //     and run as child processes, on scheduling.x-k8s.io PodGroups and the
 //     scheduling.x-k8s.io/pod-group label. Cases with a topology constraint
-//     are skipped: Coscheduling has none.
+//     are skipped: Coscheduling has none;
+//   - kueue-tas (optional): Kueue's own manager (v0.17.0, tools/cmd/phalanx-kueue)
+//     with its topology-aware scheduling choosing every pod's node at
+//     admission, and upstream kube-scheduler binding the pods there; each
+//     gang is an Indexed batch/v1 Job in a Kueue LocalQueue (kueue.go). It
+//     runs the preferred-topology stream only.
 //
 // The measured window starts when the scheduler is started (precreated) or
 // at the first pod creation (live) and ends when every measured pod is
@@ -45,6 +50,7 @@ import (
 	"time"
 
 	"github.com/phalanx-sched/phalanx/tools/bench/report"
+	"github.com/phalanx-sched/phalanx/tools/sandbox"
 )
 
 // Arm is a scheduler (or the bind ceiling) under measurement.
@@ -59,6 +65,9 @@ const (
 	// ArmSchedulerPlugins runs sigs.k8s.io/scheduler-plugins' scheduler and
 	// PodGroup controller (schedulerplugins.go).
 	ArmSchedulerPlugins Arm = report.ArmSchedulerPlugins
+	// ArmKueueTAS runs Kueue's manager with its TAS in front of upstream
+	// kube-scheduler (kueue.go).
+	ArmKueueTAS Arm = report.ArmKueueTAS
 )
 
 // Dialects of Options.Dialect.
@@ -83,11 +92,11 @@ func ParseArms(s string) ([]Arm, error) {
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		switch Arm(name) {
-		case ArmPhalanx, ArmPhalanxProcess, ArmUpstream, ArmCeiling, ArmSchedulerPlugins:
+		case ArmPhalanx, ArmPhalanxProcess, ArmUpstream, ArmCeiling, ArmSchedulerPlugins, ArmKueueTAS:
 			out = append(out, Arm(name))
 		case "":
 		default:
-			return nil, fmt.Errorf("unknown arm %q: want phalanx, upstream, ceiling, phalanx-proc or scheduler-plugins", name)
+			return nil, fmt.Errorf("unknown arm %q: want phalanx, upstream, ceiling, phalanx-proc, scheduler-plugins or kueue-tas", name)
 		}
 	}
 	if len(out) == 0 {
@@ -133,6 +142,9 @@ type Options struct {
 	// hack/scheduler-plugins into CacheDir.
 	SchedulerPluginsScheduler  string
 	SchedulerPluginsController string
+	// Kueue is a prebuilt phalanx-kueue for the kueue-tas arm; when empty
+	// it is built (go build, cached) from this module into CacheDir.
+	Kueue string
 	// CacheDir holds built binaries; default <user cache>/phalanx-bench.
 	CacheDir string
 	// WorkDir holds child-process configs, certificates and logs; default a
@@ -171,6 +183,7 @@ type Harness struct {
 	phalanxScheduler           string
 	schedulerPluginsScheduler  string
 	schedulerPluginsController string
+	kueue                      string
 	ownWorkDir                 bool
 }
 
@@ -206,7 +219,8 @@ func New(ctx context.Context, opts Options) (*Harness, error) {
 		opts.Logf = func(string, ...interface{}) {}
 	}
 	h := &Harness{opts: opts, kubeScheduler: opts.KubeScheduler, phalanxScheduler: opts.PhalanxScheduler,
-		schedulerPluginsScheduler: opts.SchedulerPluginsScheduler, schedulerPluginsController: opts.SchedulerPluginsController}
+		schedulerPluginsScheduler: opts.SchedulerPluginsScheduler, schedulerPluginsController: opts.SchedulerPluginsController,
+		kueue: opts.Kueue}
 	if h.opts.WorkDir == "" {
 		dir, err := os.MkdirTemp("", "phalanx-bench-")
 		if err != nil {
@@ -245,7 +259,8 @@ func New(ctx context.Context, opts Options) (*Harness, error) {
 		return out, nil
 	}
 	var err error
-	if needs[ArmUpstream] && h.kubeScheduler == "" {
+	// kueue-tas binds with upstream's kube-scheduler.
+	if (needs[ArmUpstream] || needs[ArmKueueTAS]) && h.kubeScheduler == "" {
 		out := filepath.Join(h.opts.CacheDir, "kube-scheduler-"+kubernetesVersion())
 		if h.kubeScheduler, err = build("", kubeSchedulerPkg, out); err != nil {
 			h.Close()
@@ -254,6 +269,12 @@ func New(ctx context.Context, opts Options) (*Harness, error) {
 	}
 	if needs[ArmPhalanxProcess] && h.phalanxScheduler == "" {
 		if h.phalanxScheduler, err = build("", phalanxSchedulerPkg, filepath.Join(h.opts.CacheDir, "phalanx-scheduler")); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	if needs[ArmKueueTAS] && h.kueue == "" {
+		if h.kueue, err = build("", sandbox.KueuePackage, filepath.Join(h.opts.CacheDir, "phalanx-kueue")); err != nil {
 			h.Close()
 			return nil, err
 		}
@@ -318,8 +339,13 @@ func (h *Harness) RunCase(ctx context.Context, c Case, arm Arm, run int) report.
 		h.opts.Logf("%s: skipped: %s", tag, res.Skipped)
 		return res
 	}
-	if len(c.PreferredTopology) > 0 && arm != ArmPhalanx && arm != ArmPhalanxProcess {
-		res.Skipped = "preferred topology levels are a Phalanx extension; the RequiredBlock, RequiredRack and Unconstrained twins are the baselines"
+	if arm == ArmKueueTAS {
+		if res.Skipped = kueueTASUnsupported(c); res.Skipped != "" {
+			h.opts.Logf("%s: skipped: %s", tag, res.Skipped)
+			return res
+		}
+	} else if len(c.PreferredTopology) > 0 && arm != ArmPhalanx && arm != ArmPhalanxProcess {
+		res.Skipped = "preferred topology levels are a Phalanx extension this scheduler cannot express (kueue-tas runs them through Kueue's TAS); the RequiredBlock, RequiredRack and Unconstrained twins are the baselines"
 		h.opts.Logf("%s: skipped: %s", tag, res.Skipped)
 		return res
 	}

@@ -206,11 +206,26 @@ func (c Case) topology() sandbox.Topology {
 	t := sandbox.Topology{
 		Zones: c.Zones, RacksPerZone: c.RacksPerZone, NodesPerRack: c.NodesPerRack, RacksPerBlock: c.RacksPerBlock,
 		CPU: nodeCPU, Memory: nodeMemory, Pods: nodePods,
+		Labels: map[string]string{benchPoolLabel: benchPool},
 	}
 	if c.GPUs != nil && !c.GPUs.DRA {
 		t.GPUs = c.GPUs.PerNode
 	}
 	return t
+}
+
+// benchPoolLabel is on every node of every arm, so that the nodes stay
+// the same across arms: Kueue's ResourceFlavor needs a label to select its
+// nodes by, and the cases' zones differ from node to node.
+const (
+	benchPoolLabel = "bench.phalanx.dev/pool"
+	benchPool      = "bench"
+)
+
+// preferredStream is true for the variants of the preferred-topology
+// stream (preferredCases), the only cases with blocks of racks.
+func (c Case) preferredStream() bool {
+	return c.RacksPerBlock > 0 && len(c.GangSizes) > 0 && c.SpreadKey != ""
 }
 
 func gangName(g int) string { return fmt.Sprintf("gang-%d", g) }

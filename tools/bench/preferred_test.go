@@ -57,8 +57,9 @@ func TestPreferredCasesAndTheirBaselines(t *testing.T) {
 	}
 }
 
-// Only Phalanx's arms can express a preferred level: the others skip the
-// case instead of running it as something else.
+// Only Phalanx's arms and kueue-tas (through Kueue's own preferred
+// level) can express a preferred level: the others skip the case instead
+// of running it as something else.
 func TestPreferredCaseSkipsOtherArms(t *testing.T) {
 	h := &Harness{opts: Options{Logf: func(string, ...interface{}) {}}}
 	c := findCase(t, Cases(true), "_PreferredRack_RequiredBlock")

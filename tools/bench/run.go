@@ -31,7 +31,7 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 	live := res.Arrival == report.ArrivalLive
 
 	setup := time.Now()
-	cl, err := h.startBenchCluster(ctx, c, tag)
+	cl, err := h.startBenchCluster(ctx, c, arm, tag)
 	if err != nil {
 		return err
 	}
@@ -43,6 +43,11 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 			return err
 		}
 		if err := warmSchedulerPluginsCache(ctx, cl.schedulerPlugins, ns); err != nil {
+			return err
+		}
+	}
+	if arm == ArmKueueTAS {
+		if err := setUpKueue(ctx, sc.KueueClient(), c, ns); err != nil {
 			return err
 		}
 	}
@@ -60,12 +65,17 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 				return err
 			}
 		}
+		if arm == ArmKueueTAS {
+			if err := waitForKueueWorkloads(ctx, sc.KueueClient(), ns, c.GangCount()); err != nil {
+				return err
+			}
+		}
 	}
 	if err := warmWatchCaches(ctx, sc, ns); err != nil {
 		return err
 	}
 	names, _ := c.podNames()
-	watch, err := watchBinds(ctx, cl.Client, ns, names)
+	watch, err := watchBindsAs(ctx, cl.Client, ns, names, memberName(arm))
 	if err != nil {
 		return err
 	}
@@ -180,7 +190,10 @@ func (h *Harness) runCase(ctx context.Context, c Case, arm Arm, res *report.Resu
 		return fmt.Errorf("list nodes for the placement check: %w", err)
 	}
 	podPtrs := make([]*corev1.Pod, len(pods.Items))
+	nameOf := memberName(arm)
 	for i := range pods.Items {
+		// The checks below know the members by the case's names.
+		pods.Items[i].Name = nameOf(&pods.Items[i])
 		podPtrs[i] = &pods.Items[i]
 	}
 	nodePtrs := make([]*corev1.Node, len(nodes.Items))
@@ -282,8 +295,8 @@ const benchNamespace = "bench"
 
 // startBenchCluster starts the case's sandbox with benchNamespace created
 // in it. The caller stops the cluster.
-func (h *Harness) startBenchCluster(ctx context.Context, c Case, tag string) (*benchCluster, error) {
-	sc, err := h.startSandbox(ctx, c, tag)
+func (h *Harness) startBenchCluster(ctx context.Context, c Case, arm Arm, tag string) (*benchCluster, error) {
+	sc, err := h.startSandbox(ctx, c, arm, tag)
 	if err != nil {
 		return nil, err
 	}
@@ -303,16 +316,23 @@ func (h *Harness) startBenchCluster(ctx context.Context, c Case, tag string) (*b
 	return cl, nil
 }
 
-func (h *Harness) startSandbox(ctx context.Context, c Case, tag string) (*sandbox.Cluster, error) {
+func (h *Harness) startSandbox(ctx context.Context, c Case, arm Arm, tag string) (*sandbox.Cluster, error) {
 	topo := c.topology()
+	// Preemption needs victims to go away: the node agent finishes
+	// their graceful deletion as a kubelet would.
+	// Starvation runs need pods to end when their runtime does.
+	// A DRA case needs pods' claims made from their template.
+	opts := sandbox.Options{Topology: &topo, NodeAgent: c.Preemption != nil || c.Starvation != nil, ClaimController: c.dra()}
+	if arm == ArmKueueTAS {
+		// Kueue's manager, and the Job controller that makes the pods of
+		// the Jobs it admits.
+		opts.Controllers = true
+		opts.Kueue = &sandbox.Kueue{Binary: h.kueue, TAS: true}
+	}
 	var err error
 	for try := 1; try <= sandboxStartTries; try++ {
 		var cl *sandbox.Cluster
-		// Preemption needs victims to go away: the node agent finishes
-		// their graceful deletion as a kubelet would.
-		// Starvation runs need pods to end when their runtime does.
-		// A DRA case needs pods' claims made from their template.
-		if cl, err = sandbox.Start(ctx, sandbox.Options{Topology: &topo, NodeAgent: c.Preemption != nil || c.Starvation != nil, ClaimController: c.dra()}); err == nil {
+		if cl, err = sandbox.Start(ctx, opts); err == nil {
 			return cl, nil
 		}
 		if ctx.Err() != nil {

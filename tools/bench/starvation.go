@@ -153,7 +153,7 @@ func (h *Harness) runStarvation(ctx context.Context, c Case, arm Arm, res *repor
 	s := c.Starvation
 	runtime.GC()
 	setup := time.Now()
-	cl, err := h.startBenchCluster(ctx, c, tag)
+	cl, err := h.startBenchCluster(ctx, c, arm, tag)
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,12 @@ type bindWatch struct {
 // watchBinds starts a pod informer on ns, watching the named pods, and
 // returns once it has synced.
 func watchBinds(ctx context.Context, client kubernetes.Interface, ns string, names []string) (*bindWatch, error) {
+	return watchBindsAs(ctx, client, ns, names, func(p *corev1.Pod) string { return p.Name })
+}
+
+// watchBindsAs is watchBinds for pods whose names are not the case's:
+// nameOf maps a pod to its member name (memberName).
+func watchBindsAs(ctx context.Context, client kubernetes.Interface, ns string, names []string, nameOf func(*corev1.Pod) string) (*bindWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	want := len(names)
 	w := &bindWatch{names: make(map[string]bool, want), bound: make(map[string]time.Time, want), want: want, allBound: make(chan struct{}), stop: cancel}
@@ -36,8 +42,10 @@ func watchBinds(ctx context.Context, client kubernetes.Interface, ns string, nam
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	inf := factory.Core().V1().Pods().Informer()
 	observe := func(obj interface{}) {
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" && w.names[p.Name] {
-			w.record(p.Name, time.Now())
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			if name := nameOf(p); w.names[name] {
+				w.record(name, time.Now())
+			}
 		}
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

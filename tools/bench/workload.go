@@ -86,7 +86,8 @@ func (c Case) fillerGangs() []gangSpec {
 // PodGroups and the pod-group label (or, in DialectNative, the upstream
 // arm's objects), scheduling.k8s.io/v1beta1 PodGroups and
 // spec.schedulingGroup for upstream, scheduling.x-k8s.io PodGroups and
-// their label for scheduler-plugins, bare pods for the binder.
+// their label for scheduler-plugins, bare pods for the binder, a Job per
+// gang for Kueue (whose pods the Job controller creates).
 func createWorkload(ctx context.Context, cl *benchCluster, ns string, c Case, arm Arm) error {
 	specs := c.measuredGangs()
 	err := parallel(createWorkers, len(specs), func(g int) error {
@@ -130,6 +131,10 @@ func createLive(ctx context.Context, cl *benchCluster, ns string, c Case, arm Ar
 }
 
 func createPod(ctx context.Context, cl *benchCluster, ns string, c Case, arm Arm, name, gang, priorityClass string) error {
+	if arm == ArmKueueTAS {
+		// The Job controller creates the pods of the gang's Job.
+		return nil
+	}
 	p := benchPod(c, name, gang, arm, priorityClass)
 	if _, err := cl.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create pod %s: %w", p.Name, err)
@@ -204,6 +209,12 @@ func createGroup(ctx context.Context, cl *benchCluster, ns string, c Case, arm A
 		_, err = cl.schedulerPlugins.SchedulingV1alpha1().PodGroups(ns).Create(ctx, schedulerPluginsPodGroup(name, size), metav1.CreateOptions{})
 	case ArmCeiling:
 		// The binder keeps the gangs in its own assignment.
+		return nil
+	case ArmKueueTAS:
+		// The gang is a Job: Kueue's unit of admission.
+		if _, err := cl.Client.BatchV1().Jobs(ns).Create(ctx, kueueJob(c, sp), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create Job %s: %w", name, err)
+		}
 		return nil
 	default:
 		return fmt.Errorf("unknown arm %q", arm)
@@ -319,6 +330,9 @@ func benchPod(c Case, name, gang string, arm Arm, priorityClass string) *corev1.
 			g := gang
 			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &g}
 		}
+	case ArmKueueTAS:
+		// Kueue chooses the node; kube-scheduler binds there, pod by pod.
+		p.Spec.SchedulerName = upstreamSchedulerName
 	case ArmSchedulerPlugins:
 		p.Spec.SchedulerName = schedulerPluginsSchedulerName
 		if gang != "" {

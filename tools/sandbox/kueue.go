@@ -59,6 +59,10 @@ func (c *Cluster) KueueClient() kueueclient.Interface {
 	return k
 }
 
+// KueuePID is the Kueue child's process id, 0 when the sandbox runs no
+// Kueue: the bench reads its CPU time and memory from /proc.
+func (c *Cluster) KueuePID() int { return c.kueuePID }
+
 // KueueLog is where the Kueue child's output goes, under Dir.
 const KueueLog = "kueue.log"
 
@@ -85,6 +89,7 @@ func (c *Cluster) startKueue(ctx context.Context, k Kueue) error {
 		logFile.Close()
 		return err
 	}
+	c.kueuePID = cmd.Process.Pid
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()

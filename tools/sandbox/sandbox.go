@@ -144,7 +144,9 @@ type Cluster struct {
 	// schedulerConfig replaces opts.SchedulerConfig after RestartScheduler.
 	schedulerConfig []byte
 	stops           []func()
-	ownDir          bool
+	// kueuePID is the Kueue child's process id (Options.Kueue).
+	kueuePID int
+	ownDir   bool
 }
 
 // Start brings up a cluster. Call Stop when done, also on error paths of

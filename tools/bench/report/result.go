@@ -105,8 +105,9 @@ type Result struct {
 	// for in-process arms, whose CPU is in HarnessCPUSeconds.
 	SchedulerCPUSeconds float64 `json:"schedulerCPUSeconds,omitempty"`
 	// ControllerCPUSeconds and ControllerPeakRSSBytes are those of an
-	// arm's own controller process (scheduler-plugins' PodGroup
-	// controller), which runs beside its scheduler; zero for other arms.
+	// arm's own controller process, which runs beside its scheduler
+	// (scheduler-plugins' PodGroup controller; Kueue's manager for
+	// kueue-tas, its CPU over the measured window); zero for other arms.
 	ControllerCPUSeconds   float64 `json:"controllerCPUSeconds,omitempty"`
 	ControllerPeakRSSBytes uint64  `json:"controllerPeakRSSBytes,omitempty"`
 	// HarnessCPUSeconds is this process's CPU during the measured window:

@@ -18,6 +18,9 @@ const (
 	// ArmSchedulerPlugins is sigs.k8s.io/scheduler-plugins' own scheduler
 	// (Coscheduling) and PodGroup controller: a baseline like upstream.
 	ArmSchedulerPlugins = "scheduler-plugins"
+	// ArmKueueTAS is Kueue's manager with its topology-aware scheduling,
+	// binding through upstream kube-scheduler: a placement baseline.
+	ArmKueueTAS = "kueue-tas"
 )
 
 // Summary is the median over the repeats of one arm on one case.

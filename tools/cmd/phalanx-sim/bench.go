@@ -22,7 +22,7 @@ func benchCommand(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	quick := fs.Bool("quick", false, "small cases (200 nodes) that take seconds per arm, for CI")
 	casesFlag := fs.String("cases", "", "comma-separated case name substrings (default: all cases of the set)")
-	armsFlag := fs.String("arms", "phalanx,upstream,ceiling", "arms to run: phalanx, upstream, ceiling, phalanx-proc (Phalanx as a child process, to compare memory), scheduler-plugins (sigs.k8s.io/scheduler-plugins "+bench.SchedulerPluginsVersion+" Coscheduling, a v1.34 scheduler, and its PodGroup controller; skips topology cases)")
+	armsFlag := fs.String("arms", "phalanx,upstream,ceiling", "arms to run: phalanx, upstream, ceiling, phalanx-proc (Phalanx as a child process, to compare memory), scheduler-plugins (sigs.k8s.io/scheduler-plugins "+bench.SchedulerPluginsVersion+" Coscheduling, a v1.34 scheduler, and its PodGroup controller; skips topology cases), kueue-tas (Kueue v0.17.0's manager choosing the nodes with its TAS, upstream kube-scheduler binding; the preferred-topology cases only)")
 	jsonOut := fs.String("json", "", "write the results to this JSON file")
 	arrival := fs.String("arrival", report.ArrivalPrecreated, "how pods arrive: precreated (all created before the scheduler starts) or live (the scheduler starts and is ready, then the harness creates the pods); preemption cases are always live")
 	dialect := fs.String("dialect", bench.DialectPhalanx, "the API the Phalanx arms' gangs are written in: phalanx (its PodGroup CRDs and pod-group label) or native (scheduling.k8s.io/v1beta1 PodGroups and spec.schedulingGroup, the very objects the upstream arm gets)")
@@ -34,6 +34,7 @@ func benchCommand(args []string) error {
 	phalanxScheduler := fs.String("phalanx-scheduler", "", "prebuilt phalanx-scheduler binary for the phalanx-proc arm (default: go build ./cmd/phalanx-scheduler, cached)")
 	spScheduler := fs.String("scheduler-plugins-scheduler", "", "prebuilt scheduler of the scheduler-plugins arm (default: go build in hack/scheduler-plugins, cached; make scheduler-plugins builds bin/scheduler-plugins-scheduler)")
 	spController := fs.String("scheduler-plugins-controller", "", "prebuilt PodGroup controller of the scheduler-plugins arm (default: built and cached as the scheduler)")
+	kueueBin := fs.String("phalanx-kueue", "", "prebuilt phalanx-kueue (Kueue's manager) for the kueue-tas arm (default: go build ./tools/cmd/phalanx-kueue, cached; make build builds bin/phalanx-kueue)")
 	workDir := fs.String("work-dir", ".phalanx/bench", "where child schedulers' configs and logs go")
 	cpuProfiles := fs.String("cpuprofile-dir", "", "write a CPU profile of this process (API server, etcd, in-process scheduler) per measured window here")
 	heapProfiles := fs.String("heapprofile-dir", "", "write heap profiles of child-process schedulers here: one nearest their peak RSS and one after the last pod bound")
@@ -44,7 +45,7 @@ func benchCommand(args []string) error {
 	fromJSON := fs.String("from-json", "", "print the tables of a JSON file written by --json, and run nothing")
 	verbosity := fs.Int("v", 0, "log verbosity of the control plane")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: phalanx-sim bench [--quick] [--arrival precreated|live] [--cases a,b] [--arms phalanx,upstream,ceiling,scheduler-plugins] [--json out.json] [--repeat N]\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: phalanx-sim bench [--quick] [--arrival precreated|live] [--cases a,b] [--arms phalanx,upstream,ceiling,scheduler-plugins,kueue-tas] [--json out.json] [--repeat N]\n\n")
 		fs.PrintDefaults()
 	}
 	_ = fs.Parse(args)
@@ -99,6 +100,7 @@ func benchCommand(args []string) error {
 		PhalanxScheduler:           *phalanxScheduler,
 		SchedulerPluginsScheduler:  *spScheduler,
 		SchedulerPluginsController: *spController,
+		Kueue:                      *kueueBin,
 		WorkDir:                    *workDir,
 		CPUProfileDir:              *cpuProfiles,
 		HeapProfileDir:             *heapProfiles,
