@@ -140,27 +140,24 @@ func TestBenchQuick(t *testing.T) {
 	t.Logf("quick benchmark (timings are not asserted):\n%s", out.String())
 }
 
-// TestBenchPreferredQuick runs the quick preferred-topology stream (12
-// mixed gangs on 16 racks of 8 one-pod nodes in blocks of 4, a third of
-// the gangs larger than a rack) with a preferred rack inside a required
-// block, under Phalanx: every gang binds whole inside one block, and every
-// gang that one rack can hold lands in one rack (with room on an empty
-// cluster of 16 racks, best fit never needs to split one).
-func TestBenchPreferredQuick(t *testing.T) {
-	ctx := context.Background()
-	h, err := bench.New(ctx, bench.Options{WorkDir: t.TempDir(), Logf: t.Logf})
-	require.NoError(t, err)
-	defer h.Close()
-	var c *bench.Case
+// quickPreferredCase is the quick preferred-topology stream: a preferred
+// rack inside a required block.
+func quickPreferredCase(t *testing.T) *bench.Case {
+	t.Helper()
 	for _, q := range bench.Cases(true) {
 		if q.RacksPerBlock > 0 && len(q.PreferredTopology) > 0 {
-			c = &q
-			break
+			return &q
 		}
 	}
-	require.NotNil(t, c, "the quick preferred case exists")
-	r := h.RunCase(ctx, *c, bench.ArmPhalanx, 1)
-	require.Empty(t, r.Error)
+	require.FailNow(t, "the quick preferred case exists")
+	return nil
+}
+
+// assertPreferredStreamPlaced checks a run of the preferred stream: every
+// pod bound, every gang whole inside one block, and every gang one rack
+// holds in one rack.
+func assertPreferredStreamPlaced(t *testing.T, c *bench.Case, r report.Result) {
+	t.Helper()
 	assert.Equal(t, "all bound", r.Stop)
 	assert.Equal(t, c.PodCount(), r.Verdict.Bound, "every pod bound")
 	assert.Equal(t, c.GangCount(), r.Verdict.CompleteGroups, "every gang complete")
@@ -174,6 +171,23 @@ func TestBenchPreferredQuick(t *testing.T) {
 		}
 	}
 	assert.Equal(t, small, r.Spread.OneDomain, "every gang a rack holds is in one rack")
+}
+
+// TestBenchPreferredQuick runs the quick preferred-topology stream (12
+// mixed gangs on 16 racks of 8 one-pod nodes in blocks of 4, a third of
+// the gangs larger than a rack) with a preferred rack inside a required
+// block, under Phalanx: every gang binds whole inside one block, and every
+// gang that one rack can hold lands in one rack (with room on an empty
+// cluster of 16 racks, best fit never needs to split one).
+func TestBenchPreferredQuick(t *testing.T) {
+	ctx := context.Background()
+	h, err := bench.New(ctx, bench.Options{WorkDir: t.TempDir(), Logf: t.Logf})
+	require.NoError(t, err)
+	defer h.Close()
+	c := quickPreferredCase(t)
+	r := h.RunCase(ctx, *c, bench.ArmPhalanx, 1)
+	require.Empty(t, r.Error)
+	assertPreferredStreamPlaced(t, c, r)
 }
 
 // TestBenchKueueTASQuick runs the quick preferred-topology stream through
@@ -190,30 +204,11 @@ func TestBenchKueueTASQuick(t *testing.T) {
 		Arms: []bench.Arm{bench.ArmKueueTAS}, Kueue: kueueBinary(t)})
 	require.NoError(t, err, "set up the harness (builds kube-scheduler with the go tool)")
 	defer h.Close()
-	var c *bench.Case
-	for _, q := range bench.Cases(true) {
-		if q.RacksPerBlock > 0 && len(q.PreferredTopology) > 0 {
-			c = &q
-			break
-		}
-	}
-	require.NotNil(t, c, "the quick preferred case exists")
+	c := quickPreferredCase(t)
 	r := h.RunCase(ctx, *c, bench.ArmKueueTAS, 1)
 	require.Empty(t, r.Error)
 	require.Empty(t, r.Skipped)
-	assert.Equal(t, "all bound", r.Stop)
-	assert.Equal(t, c.PodCount(), r.Verdict.Bound, "every pod bound")
-	assert.Equal(t, c.GangCount(), r.Verdict.CompleteGroups, "every gang complete")
-	assert.Zero(t, r.Verdict.TopologyViolations, "every gang inside one block: %v", r.Verdict.Problems)
-	assert.True(t, r.Verdict.OK(), "%v", r.Verdict.Problems)
-	require.NotNil(t, r.Spread, "racks per gang counted")
-	small := 0
-	for _, size := range c.GangSizes {
-		if size <= c.NodesPerRack {
-			small++
-		}
-	}
-	assert.Equal(t, small, r.Spread.OneDomain, "every gang a rack holds is in one rack")
+	assertPreferredStreamPlaced(t, c, r)
 	require.NotNil(t, r.Scheduler, "kube-scheduler's metrics observed")
 	assert.GreaterOrEqual(t, r.Scheduler.AttemptsPerBoundPod, 1.0)
 	assert.Equal(t, report.ScopeScheduler, r.MemoryScope)
