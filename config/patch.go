@@ -14,19 +14,7 @@ import (
 // scheduler block, the bench's reservation cases) on top of exactly what
 // users deploy.
 func WithPluginArg(base []byte, plugin, arg string, value any) ([]byte, error) {
-	var cfg map[string]any
-	if err := yaml.Unmarshal(base, &cfg); err != nil {
-		return nil, fmt.Errorf("parse the scheduler configuration: %w", err)
-	}
-	profiles, _ := cfg["profiles"].([]any)
-	if len(profiles) == 0 {
-		return nil, errors.New("the scheduler configuration has no profiles")
-	}
-	for i, p := range profiles {
-		profile, ok := p.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("profiles[%d] of the scheduler configuration is not a mapping", i)
-		}
+	return editProfiles(base, func(profile map[string]any) {
 		entries, _ := profile["pluginConfig"].([]any)
 		found := false
 		for _, e := range entries {
@@ -46,8 +34,7 @@ func WithPluginArg(base []byte, plugin, arg string, value any) ([]byte, error) {
 			entries = append(entries, map[string]any{"name": plugin, "args": map[string]any{arg: value}})
 		}
 		profile["pluginConfig"] = entries
-	}
-	return yaml.Marshal(cfg)
+	})
 }
 
 // WithPodGroupClaimReservation returns base, a KubeSchedulerConfiguration,
@@ -56,19 +43,7 @@ func WithPluginArg(base []byte, plugin, arg string, value any) ([]byte, error) {
 // the PodGroup, so that more than 256 members may share one
 // (docs/user-guide.md, "GPUs through DRA"). Everything else is kept.
 func WithPodGroupClaimReservation(base []byte) ([]byte, error) {
-	var cfg map[string]any
-	if err := yaml.Unmarshal(base, &cfg); err != nil {
-		return nil, fmt.Errorf("parse the scheduler configuration: %w", err)
-	}
-	profiles, _ := cfg["profiles"].([]any)
-	if len(profiles) == 0 {
-		return nil, errors.New("the scheduler configuration has no profiles")
-	}
-	for i, p := range profiles {
-		profile, ok := p.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("profiles[%d] of the scheduler configuration is not a mapping", i)
-		}
+	return editProfiles(base, func(profile map[string]any) {
 		plugins, _ := profile["plugins"].(map[string]any)
 		if plugins == nil {
 			plugins = map[string]any{}
@@ -83,6 +58,26 @@ func WithPodGroupClaimReservation(base []byte) ([]byte, error) {
 		}
 		plugins["multiPoint"] = multiPoint
 		profile["plugins"] = plugins
+	})
+}
+
+// editProfiles returns base, a KubeSchedulerConfiguration, with edit
+// applied to every profile as a generic mapping. Everything else is kept.
+func editProfiles(base []byte, edit func(profile map[string]any)) ([]byte, error) {
+	var cfg map[string]any
+	if err := yaml.Unmarshal(base, &cfg); err != nil {
+		return nil, fmt.Errorf("parse the scheduler configuration: %w", err)
+	}
+	profiles, _ := cfg["profiles"].([]any)
+	if len(profiles) == 0 {
+		return nil, errors.New("the scheduler configuration has no profiles")
+	}
+	for i, p := range profiles {
+		profile, ok := p.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("profiles[%d] of the scheduler configuration is not a mapping", i)
+		}
+		edit(profile)
 	}
 	return yaml.Marshal(cfg)
 }
