@@ -477,16 +477,7 @@ func (pl *Gang) activate(k groups.Key) {
 	pl.activatePods(pl.groups.HierarchyMembersIn(k, groups.Pending))
 }
 
-func (pl *Gang) activatePods(pending []*corev1.Pod) {
-	if len(pending) == 0 {
-		return
-	}
-	byName := make(map[string]*corev1.Pod, len(pending))
-	for _, p := range pending {
-		byName[p.Namespace+"/"+p.Name] = p
-	}
-	pl.handle.Activate(klog.Background(), byName)
-}
+func (pl *Gang) activatePods(pending []*corev1.Pod) { pluginrt.Activate(pl.handle, pending) }
 
 // podEvent records an event on a pod the framework does not report on
 // (gated pods), once per distinct message.

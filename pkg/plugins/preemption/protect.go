@@ -12,6 +12,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/planinput"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // Minimum runtime and surplus, read from the snapshot for both paths (the
@@ -226,15 +227,7 @@ func (p *Preemption) wakeAt(key string, at time.Time, pods func() []*corev1.Pod)
 			delete(p.wakes, key)
 		}
 		p.mu.Unlock()
-		list := pods()
-		if len(list) == 0 {
-			return
-		}
-		byName := make(map[string]*corev1.Pod, len(list))
-		for _, pod := range list {
-			byName[pod.Namespace+"/"+pod.Name] = pod
-		}
-		p.handle.Activate(klog.Background(), byName)
+		pluginrt.Activate(p.handle, pods())
 	})
 	p.wakes[key] = t
 }
