@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groupcache"
@@ -142,5 +143,40 @@ func BenchmarkRequeueHeldGangs(b *testing.B) {
 			}
 			b.ReportMetric(float64(moved), "moved/op")
 		})
+	}
+}
+
+// TestStartupAdmitsMembersOfAssemblingGangs: before the profile's first
+// scheduling cycle (the scheduler is still handing the queue its informers'
+// initial lists) a member whose siblings have not been listed yet is let
+// into the active queue instead of being held: no cycle runs before the
+// lists are through, and a held member would be weighed again for every
+// node listed meanwhile. From the first cycle on, such a member is held as
+// before.
+func TestStartupAdmitsMembersOfAssemblingGangs(t *testing.T) {
+	pl, _, fed := newHotPathGang(t)
+	pl.starting.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := groupstatus.New(ctx, fed, &restclient.Config{Host: "http://127.0.0.1:1"})
+	require.NoError(t, err)
+	pl.shared.status = w
+	held, _ := heldGangs(fed, 2)
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, p := range held {
+		require.NoError(t, store.Add(p))
+	}
+	pl.podLister = corelisters.NewPodLister(store)
+
+	for _, p := range held {
+		require.Nil(t, pl.PreEnqueue(ctx, p), "%s is admitted before the first cycle", p.Name)
+	}
+	// The first cycle: an incomplete gang is refused there.
+	_, st := pl.PreFilter(ctx, framework.NewCycleState(), held[0], nil)
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), st.Message())
+	for _, p := range held {
+		st := pl.PreEnqueue(ctx, p)
+		require.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), "%s is held from the first cycle on", p.Name)
+		require.Contains(t, st.Message(), "3/4")
 	}
 }
