@@ -46,8 +46,8 @@ const maxCount = math.MaxInt32
 func (p *planner) initResidual() error {
 	t := p.table
 	p.nres = len(p.resNames)
-	p.free = make([]int64, len(p.nodes)*p.nres)
-	p.slots = make([]int64, len(p.nodes))
+	p.scratch = t.takeScratch(p.nres)
+	p.free, p.slots = p.scratch.free, p.scratch.slots
 	p.largest = make([]int64, p.nres)
 	for r, name := range p.resNames {
 		col, ok := t.cols[name]

@@ -46,6 +46,8 @@ type planner struct {
 	free    []int64
 	slots   []int64
 	largest []int64 // per resource, the largest allocatable of any node
+	// scratch holds free and slots, lent by the table (takeScratch).
+	scratch *scratch
 
 	shapes []*shapeInfo
 	keys   []*topoKey
@@ -161,13 +163,7 @@ func newPlanner(t *NodeTable, reserved []Usage, root *Group, opts Options) (*pla
 }
 
 func (p *planner) indexNodes() {
-	t := p.table
-	p.nodes = make([]*Node, len(t.nodes))
-	p.all = make([]int32, len(t.nodes))
-	for i := range t.nodes {
-		p.nodes[i] = &t.nodes[i]
-		p.all[i] = int32(i)
-	}
+	p.nodes, p.all = p.table.planNodes()
 }
 
 // nodeIndex finds a node by name.
