@@ -47,7 +47,7 @@ func (p *planner) initResidual() error {
 	t := p.table
 	p.nres = len(p.resNames)
 	p.scratch = t.takeScratch(p.nres)
-	p.free, p.slots = p.scratch.free, p.scratch.slots
+	p.free, p.slots, p.heap = p.scratch.free, p.scratch.slots, p.scratch.heap
 	p.largest = make([]int64, p.nres)
 	for r, name := range p.resNames {
 		col, ok := t.cols[name]

@@ -52,6 +52,7 @@ type NodeTable struct {
 // scratch is per-node working memory of one plan.
 type scratch struct {
 	free, slots []int64
+	heap        []uint64 // placeLeaf's heap
 }
 
 // planNodes returns the node pointers and positions plans work over. The
@@ -86,6 +87,15 @@ func (t *NodeTable) giveScratch(s *scratch) {
 	if s != nil {
 		t.scratch = s
 	}
+}
+
+// giveBack returns the planner's buffers to its table.
+func (p *planner) giveBack() {
+	if p.scratch == nil {
+		return
+	}
+	p.scratch.heap = p.heap[:0]
+	p.table.giveScratch(p.scratch)
 }
 
 // resize returns b with length n, zeroed, reusing its array when it is
@@ -339,7 +349,7 @@ func (t *NodeTable) Plan(root *Group, reserved []Usage, opts Options) (*Plan, er
 	}
 	// The plan's result is copied out of the planner (plan, and the
 	// failure's numbers), so its buffers serve the next plan.
-	defer t.giveScratch(p.scratch)
+	defer p.giveBack()
 	if !p.quorum(p.root, p.all) {
 		return nil, p.root.fail
 	}
