@@ -136,3 +136,26 @@ func BenchmarkVerdictCacheMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProbeNothingToAsk is what a gang whose every unmodelled filter
+// skips it pays for its probe at 5,000 nodes: no node is probed, so the
+// cost is the probe's fixed work over the node list (recognising the node
+// order, the snapshot's generation, the profile's PreFilters). In the
+// scheduler the node order took 130 us of each such probe while it read
+// every node's name, scattered over the heap; it now compares the
+// snapshot's entries, two contiguous arrays.
+func BenchmarkProbeNothingToAsk(b *testing.B) {
+	list := make([]*corev1.Node, 5000)
+	for i := range list {
+		list[i] = node(fmt.Sprintf("node-%05d", i), nil)
+	}
+	skip := &skipper{spy: *newSpy("Skipper", func(*corev1.Pod, fwk.NodeInfo) string { return "needs a feature" })}
+	fw, infos := newFramework(b, list, nil, tf.RegisterPluginAsExtensions(skip.name, pluginOf(skip), "PreFilter", "Filter"))
+	pr := probe.New(fw)
+	for b.Loop() {
+		v, err := pr.Nodes(context.Background(), "ns/g#shape", member("m-0"), infos, false, "Skipper")
+		if err != nil || len(v) != 0 {
+			b.Fatalf("verdicts %v, err %v", v, err)
+		}
+	}
+}
