@@ -340,6 +340,10 @@ func Cases(quick bool) []Case {
 		// that the constraint's cost is read against its twin.
 		full("GangScheduling/5000Nodes_1000Gangs_8000Pods", 10, Case{Gangs: 1000, PodsPerGang: 8}),
 		full("GangScheduling/5000Nodes_1000Gangs_8000Pods_AntiAffinity", 10, Case{Gangs: 1000, PodsPerGang: 8, AntiAffinity: true}),
+		// The gangs of 8 at upstream scheduler_perf's largest node count
+		// (5 zones × 30 racks × 100): what grows with the nodes (the
+		// informers' lists, per-plan node scans, memory) shows here.
+		full("GangScheduling/15000Nodes_1000Gangs_8000Pods", 30, Case{Gangs: 1000, PodsPerGang: 8}),
 		// Gangs of 8 whose members each take 4 of a node's 8 GPUs: through
 		// DRA claims, and the same gangs through the extended resource, so
 		// that what DRA costs is read against its twin.
