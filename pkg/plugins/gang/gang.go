@@ -349,6 +349,9 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil, pl.refuseInvalid(state, pod, r.Err.Error())
 	}
 	if !r.Quorum {
+		// Usually PreEnqueue held the member and said so already; a member
+		// let in before the first cycle (PreEnqueue) is told here.
+		pl.shared.status.Set(r.Short.Key, condition(v1alpha1.PodGroupSchedulable, metav1.ConditionFalse, v1alpha1.ReasonWaitingForPods, r.checked.Waiting))
 		return nil, refuse(state, pluginrt.GroupIncomplete, r.checked.Waiting)
 	}
 	if msg := pl.tooLarge(r); msg != "" {
