@@ -130,6 +130,12 @@ func TestBenchQuick(t *testing.T) {
 				case bench.ArmPhalanx:
 					assert.Equal(t, report.ScopeHarness, r.MemoryScope)
 					assert.Zero(t, r.Scheduler.PodGroupAttempts, "Phalanx does not use upstream's pod-group cycle")
+					if c.Preemption == nil && c.GangCount() > 0 && c.Arrival != report.ArrivalLive {
+						// Members pass from their gang's stored plan: a
+						// gang is planned about once, not once per member.
+						// A race with a bind may cost a gang a second plan.
+						assert.LessOrEqual(t, r.Scheduler.Plans, 2*float64(c.GangCount()), "plans for %d gangs of %d pods", c.GangCount(), c.PodCount())
+					}
 				}
 			})
 		}

@@ -144,6 +144,7 @@ const (
 	metricScheduleAttempts      = "scheduler_schedule_attempts_total"
 	metricPodSchedulingAttempts = "scheduler_pod_scheduling_attempts"
 	metricPodGroupAttempts      = "scheduler_podgroup_schedule_attempts_total"
+	metricPlans                 = "phalanx_plan_duration_seconds_count"
 	metricExtensionPoint        = "scheduler_framework_extension_point_duration_seconds"
 )
 
@@ -176,6 +177,7 @@ func MetricsBetween(before, after Samples, profile, source string) *SchedulerMet
 		Unschedulable:    delta(metricScheduleAttempts, withProfile(map[string]string{"result": "unschedulable"})),
 		Error:            delta(metricScheduleAttempts, withProfile(map[string]string{"result": "error"})),
 		PodGroupAttempts: delta(metricPodGroupAttempts, withProfile(map[string]string{})),
+		Plans:            delta(metricPlans, nil),
 		PhaseSeconds:     map[string]float64{},
 		Source:           source,
 	}

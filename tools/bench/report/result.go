@@ -158,6 +158,10 @@ type SchedulerMetrics struct {
 	// PodGroupAttempts is scheduler_podgroup_schedule_attempts_total
 	// (upstream's pod-group cycle; zero for Phalanx, which has none).
 	PodGroupAttempts float64 `json:"podGroupAttempts"`
+	// Plans is how many hierarchy plans Phalanx made
+	// (phalanx_plan_duration_seconds_count): about one per gang when
+	// members pass from the stored plan, one per member when they do not.
+	Plans float64 `json:"plans,omitempty"`
 	// PhaseSeconds is where the scheduler's time went: the summed duration
 	// of every extension point (framework_extension_point_duration_seconds
 	// by extension_point), of whole pod scheduling attempts
