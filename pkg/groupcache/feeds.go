@@ -44,8 +44,8 @@ type feed struct {
 	gv       schema.GroupVersion
 	resource string
 	// start creates the informer on a fresh factory, wires it to the cache
-	// and starts it; it returns what to wait for.
-	start func(stop <-chan struct{}) cache.InformerSynced
+	// and starts it; it returns the informer, to wait for its first list.
+	start func(stop <-chan struct{}) cache.SharedIndexInformer
 
 	stop    chan struct{}
 	running bool
@@ -69,7 +69,7 @@ func newFeeds(f *Fed, disc discovery.DiscoveryInterface, kube kubernetes.Interfa
 	fs := &feeds{fed: f, disc: disc}
 	fs.list = []*feed{
 		{dialect: groups.Native, kind: groups.PodGroupKind, gv: schedv1beta1.SchemeGroupVersion, resource: "podgroups",
-			start: func(stop <-chan struct{}) cache.InformerSynced {
+			start: func(stop <-chan struct{}) cache.SharedIndexInformer {
 				fac := informers.NewSharedInformerFactory(kube, 0)
 				inf := fac.Scheduling().V1beta1().PodGroups()
 				fs.handle(inf.Informer(), groups.Native, groups.PodGroupKind, func(obj interface{}) (string, string, groups.Spec, bool) {
@@ -83,10 +83,10 @@ func newFeeds(f *Fed, disc discovery.DiscoveryInterface, kube kubernetes.Interfa
 				fs.nativePodGroups = inf.Lister()
 				fs.mu.Unlock()
 				fac.Start(stop)
-				return inf.Informer().HasSynced
+				return inf.Informer()
 			}},
 		{dialect: groups.Native, kind: groups.CompositeKind, gv: schedv1alpha3.SchemeGroupVersion, resource: "compositepodgroups",
-			start: func(stop <-chan struct{}) cache.InformerSynced {
+			start: func(stop <-chan struct{}) cache.SharedIndexInformer {
 				fac := informers.NewSharedInformerFactory(kube, 0)
 				inf := fac.Scheduling().V1alpha3().CompositePodGroups()
 				fs.handle(inf.Informer(), groups.Native, groups.CompositeKind, func(obj interface{}) (string, string, groups.Spec, bool) {
@@ -100,10 +100,10 @@ func newFeeds(f *Fed, disc discovery.DiscoveryInterface, kube kubernetes.Interfa
 				fs.nativeComposites = inf.Lister()
 				fs.mu.Unlock()
 				fac.Start(stop)
-				return inf.Informer().HasSynced
+				return inf.Informer()
 			}},
 		{dialect: groups.Coscheduling, kind: groups.PodGroupKind, gv: xv1alpha1.SchemeGroupVersion, resource: "podgroups",
-			start: func(stop <-chan struct{}) cache.InformerSynced {
+			start: func(stop <-chan struct{}) cache.SharedIndexInformer {
 				// Built by hand rather than from the module's generated
 				// factory, which predates client-go's streaming list and
 				// cannot tell a reflector that a client (a test's fake)
@@ -127,7 +127,7 @@ func newFeeds(f *Fed, disc discovery.DiscoveryInterface, kube kubernetes.Interfa
 				fs.xPodGroups = xlisters.NewPodGroupLister(inf.GetIndexer())
 				fs.mu.Unlock()
 				go inf.RunWithContext(wait.ContextForChannel(stop))
-				return inf.HasSynced
+				return inf
 			}},
 	}
 	return fs
@@ -184,31 +184,50 @@ func (fs *feeds) served(fd *feed) (served, known bool) {
 
 // sync starts the feeds whose resources are served and stops those whose
 // resources are gone, then records which dialects are served.
+//
+// The feeds it starts list at once and are waited for together, without
+// polling: the first sync runs while the scheduler builds its profiles,
+// before its own informers start, so every wait here delays the first
+// scheduling cycle. Waiting feed after feed with client-go's polling wait
+// (100ms a check) cost about 100ms per served dialect at every start.
 func (fs *feeds) sync(ctx context.Context) {
 	changed := false
+	type starting struct {
+		fd  *feed
+		inf cache.SharedIndexInformer
+	}
+	var started []starting
 	for _, fd := range fs.list {
 		served, known := fs.served(fd)
 		switch {
 		case !known || served == fd.running:
 		case served:
 			fd.stop = make(chan struct{})
-			synced := fd.start(fd.stop)
-			syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-			ok := cache.WaitForCacheSync(syncCtx.Done(), synced)
-			cancel()
-			if !ok {
-				// It stays off and is tried again at the next sync.
-				close(fd.stop)
-				klog.InfoS("Group informer did not sync; trying again later", "resource", fd.String())
-				continue
-			}
-			fd.running, changed = true, true
+			started = append(started, starting{fd, fd.start(fd.stop)})
 		default:
 			close(fd.stop)
 			fd.running, changed = false, true
 			klog.InfoS("The API server stopped serving a group resource; its groups are dropped and the other dialects keep scheduling", "resource", fd.String())
 			fs.forgetLister(fd)
 			fs.fed.dropObjects(fd.dialect, fd.kind)
+		}
+	}
+	if len(started) > 0 {
+		checks := make([]cache.DoneChecker, len(started))
+		for i, s := range started {
+			checks[i] = s.inf.HasSyncedChecker()
+		}
+		syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		cache.WaitFor(syncCtx, "", checks...)
+		cancel()
+		for _, s := range started {
+			if !s.inf.HasSynced() {
+				// It stays off and is tried again at the next sync.
+				close(s.fd.stop)
+				klog.InfoS("Group informer did not sync; trying again later", "resource", s.fd.String())
+				continue
+			}
+			s.fd.running, changed = true, true
 		}
 	}
 	for _, d := range groups.Dialects[1:] {

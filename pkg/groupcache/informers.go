@@ -170,14 +170,10 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 	}
 	f.PriorityClasses = classes
 
+	// The CRD informers list while the optional dialects are discovered
+	// and synced: this all runs before the scheduler's own informers
+	// start, so each wait done in turn would delay the first gang.
 	pf.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for typ, ok := range pf.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			return nil, fmt.Errorf("sync %v informer: is the scheduling.phalanx.dev CRD installed? (kubectl apply -f manifests/crds/)", typ)
-		}
-	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes clientset: %w", err)
@@ -188,6 +184,13 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 	}
 	f.feeds = newFeeds(f, kube.Discovery(), kube, x)
 	f.feeds.sync(ctx)
+	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for typ, ok := range pf.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("sync %v informer: is the scheduling.phalanx.dev CRD installed? (kubectl apply -f manifests/crds/)", typ)
+		}
+	}
 	go f.feeds.run(ctx, discoveryInterval)
 	go func() {
 		<-ctx.Done()
