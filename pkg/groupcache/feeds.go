@@ -269,18 +269,23 @@ func (fs *feeds) active() []string {
 	return out
 }
 
+// stopAll stops the running feeds.
+func (fs *feeds) stopAll() {
+	for _, fd := range fs.list {
+		if fd.running {
+			close(fd.stop)
+			fd.running = false
+		}
+	}
+}
+
 func (fs *feeds) run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			for _, fd := range fs.list {
-				if fd.running {
-					close(fd.stop)
-					fd.running = false
-				}
-			}
+			fs.stopAll()
 			return
 		case <-t.C:
 			fs.sync(ctx)

@@ -169,11 +169,7 @@ func TestDialectFeedsSyncWithoutSleeping(t *testing.T) {
 		assert.True(t, ok, "the scheduler-plugins PodGroup is in the cache when sync returns")
 
 		// The bubble ends only when the informers' goroutines have.
-		for _, fd := range fs.list {
-			if fd.running {
-				close(fd.stop)
-			}
-		}
+		fs.stopAll()
 		cancel()
 		synctest.Wait()
 	})

@@ -192,6 +192,7 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if !cache.WaitFor(syncCtx, "", pgReg.HasSyncedChecker(), cpgReg.HasSyncedChecker()) {
+		f.feeds.stopAll()
 		return nil, fmt.Errorf("sync the PodGroup and CompositePodGroup informers: is the scheduling.phalanx.dev CRD installed? (kubectl apply -f manifests/crds/)")
 	}
 	go f.feeds.run(ctx, discoveryInterval)
