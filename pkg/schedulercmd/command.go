@@ -203,9 +203,7 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 		// app.Run would start the informers at once too (it defers them
 		// only for a standby that delays its caches until it leads).
 		cc.InformerFactory.Start(ctx.Done())
-		if err := syncDynamicInformers(ctx, cc.DynInformerFactory, gang.WatchedResources(l.Plugins(), sched.Profiles)); err != nil {
-			return err
-		}
+		syncDynamicInformers(ctx, cc.DynInformerFactory, gang.WatchedResources(l.Plugins(), sched.Profiles))
 	}
 	return app.Run(ctx, cc, sched)
 }
@@ -218,12 +216,12 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 // client-go's polling wait: one that has not listed at the first check
 // costs the first scheduling cycle 100ms, on every start, which upstream
 // kube-scheduler (no custom resources) does not pay. Synced here, while
-// app.Run's typed informers list, they pass that first check. A resource
-// that does not sync is left to app.Run's wait, which reports nothing
-// either: the scheduler then waits there, as it would have.
-func syncDynamicInformers(ctx context.Context, dyn dynamicinformer.DynamicSharedInformerFactory, gvrs []schema.GroupVersionResource) error {
+// app.Run's typed informers list, they pass that first check. One that
+// has not synced within a minute, or a stop meanwhile, is left to app.Run,
+// which waits and stops as it would have.
+func syncDynamicInformers(ctx context.Context, dyn dynamicinformer.DynamicSharedInformerFactory, gvrs []schema.GroupVersionResource) {
 	if dyn == nil || len(gvrs) == 0 {
-		return nil
+		return
 	}
 	checks := make([]cache.DoneChecker, len(gvrs))
 	for i, gvr := range gvrs {
@@ -232,10 +230,7 @@ func syncDynamicInformers(ctx context.Context, dyn dynamicinformer.DynamicShared
 	dyn.Start(ctx.Done())
 	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if !cache.WaitFor(syncCtx, "", checks...) && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return nil
+	cache.WaitFor(syncCtx, "", checks...)
 }
 
 // newInspector builds the diagnostics of sched. With leader election, only
