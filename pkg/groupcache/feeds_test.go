@@ -3,6 +3,7 @@ package groupcache
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -127,4 +128,49 @@ func TestDialectFeedsFollowDiscovery(t *testing.T) {
 	assert.False(t, ok, "groups of a dialect no longer served are dropped")
 	_, ok = f.Get(xKey("sp"))
 	assert.True(t, ok, "the other dialects keep their groups")
+}
+
+// The first sync runs while the scheduler builds its profiles, before its
+// own informers start, so what it waits for is paid by every start's first
+// gang. The served dialects' informers are waited for together on their
+// done channels: in a synctest bubble, where the clock moves only when
+// every goroutine sleeps, syncing three feeds takes no time at all, where
+// client-go's polling wait slept 100ms per feed.
+func TestDialectFeedsSyncWithoutSleeping(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		kube := kubefake.NewSimpleClientset(&schedv1beta1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "up"},
+			Spec: schedv1beta1.PodGroupSpec{SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{
+				Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: 2}}},
+		})
+		x := noWatchList{xfake.NewSimpleClientset(&xv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "sp"}, Spec: xv1alpha1.PodGroupSpec{MinMember: 3}})}
+		disc := kube.Discovery().(*fakediscovery.FakeDiscovery)
+		disc.Resources = servedResources(
+			"scheduling.k8s.io/v1beta1", "podgroups",
+			"scheduling.k8s.io/v1alpha3", "compositepodgroups",
+			"scheduling.x-k8s.io/v1alpha1", "podgroups")
+		f := NewFed()
+		fs := newFeeds(f, disc, kube, x)
+		f.feeds = fs
+
+		start := time.Now()
+		fs.sync(ctx)
+		took := time.Since(start)
+
+		assert.Zero(t, took, "the feeds' first sync slept")
+		assert.True(t, f.Served(groups.Native))
+		assert.True(t, f.Served(groups.Coscheduling))
+		_, ok := f.Get(nativeKey("up"))
+		assert.True(t, ok, "the upstream PodGroup is in the cache when sync returns")
+		_, ok = f.Get(xKey("sp"))
+		assert.True(t, ok, "the scheduler-plugins PodGroup is in the cache when sync returns")
+
+		// The bubble ends only when the informers' goroutines have.
+		fs.stopAll()
+		cancel()
+		synctest.Wait()
+	})
 }

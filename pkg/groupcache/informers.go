@@ -136,7 +136,7 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 	}
 
 	pgInf := pf.Scheduling().V1alpha1().PodGroups().Informer()
-	if _, err := pgInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	pgReg, err := pgInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) { f.podGroupChanged(obj) },
 		UpdateFunc: func(old, obj interface{}) {
 			if !specChanged(old, obj) {
@@ -145,11 +145,12 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 			f.podGroupChanged(obj)
 		},
 		DeleteFunc: func(obj interface{}) { f.groupDeleted(obj, groups.PodGroupKind) },
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	cpgInf := pf.Scheduling().V1alpha1().CompositePodGroups().Informer()
-	if _, err := cpgInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	cpgReg, err := cpgInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) { f.compositeChanged(obj) },
 		UpdateFunc: func(old, obj interface{}) {
 			if !specChanged(old, obj) {
@@ -158,7 +159,8 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 			f.compositeChanged(obj)
 		},
 		DeleteFunc: func(obj interface{}) { f.groupDeleted(obj, groups.CompositeKind) },
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	// PriorityClasses must be known before the first PreFilter resolves one.
@@ -170,14 +172,10 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 	}
 	f.PriorityClasses = classes
 
+	// The CRD informers list while the optional dialects are discovered
+	// and synced: this all runs before the scheduler's own informers
+	// start, so each wait done in turn would delay the first gang.
 	pf.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for typ, ok := range pf.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			return nil, fmt.Errorf("sync %v informer: is the scheduling.phalanx.dev CRD installed? (kubectl apply -f manifests/crds/)", typ)
-		}
-	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes clientset: %w", err)
@@ -188,6 +186,15 @@ func Informed(ctx context.Context, factory informers.SharedInformerFactory, cfg 
 	}
 	f.feeds = newFeeds(f, kube.Discovery(), kube, x)
 	f.feeds.sync(ctx)
+	// The handlers, not only the informers, must have seen the first
+	// list: a group the cache has not been told of yet holds its members
+	// as pointing at a missing group.
+	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if !cache.WaitFor(syncCtx, "", pgReg.HasSyncedChecker(), cpgReg.HasSyncedChecker()) {
+		f.feeds.stopAll()
+		return nil, fmt.Errorf("sync the PodGroup and CompositePodGroup informers: is the scheduling.phalanx.dev CRD installed? (kubectl apply -f manifests/crds/)")
+	}
 	go f.feeds.run(ctx, discoveryInterval)
 	go func() {
 		<-ctx.Done()

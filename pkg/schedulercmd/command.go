@@ -27,7 +27,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -197,7 +199,38 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 			return err
 		}
 	}
+	if !cc.ComponentConfig.DelayCacheUntilActive || cc.LeaderElection == nil {
+		// app.Run would start the informers at once too (it defers them
+		// only for a standby that delays its caches until it leads).
+		cc.InformerFactory.Start(ctx.Done())
+		syncDynamicInformers(ctx, cc.DynInformerFactory, gang.WatchedResources(l.Plugins(), sched.Profiles))
+	}
 	return app.Run(ctx, cc, sched)
+}
+
+// syncDynamicInformers starts the scheduler's dynamic informers of the
+// custom resources its plugins watch and waits for their first list on
+// their done channels.
+//
+// app.Run starts them too, but it waits for its dynamic informers with
+// client-go's polling wait: one that has not listed at the first check
+// costs the first scheduling cycle 100ms, on every start, which upstream
+// kube-scheduler (no custom resources) does not pay. Synced here, while
+// app.Run's typed informers list, they pass that first check. One that
+// has not synced within a minute, or a stop meanwhile, is left to app.Run,
+// which waits and stops as it would have.
+func syncDynamicInformers(ctx context.Context, dyn dynamicinformer.DynamicSharedInformerFactory, gvrs []schema.GroupVersionResource) {
+	if dyn == nil || len(gvrs) == 0 {
+		return
+	}
+	checks := make([]cache.DoneChecker, len(gvrs))
+	for i, gvr := range gvrs {
+		checks[i] = dyn.ForResource(gvr).Informer().HasSyncedChecker()
+	}
+	dyn.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cache.WaitFor(syncCtx, "", checks...)
 }
 
 // newInspector builds the diagnostics of sched. With leader election, only

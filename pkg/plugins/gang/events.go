@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -266,4 +267,25 @@ func (pl *Gang) quietScheduled(obj runtime.Object) bool {
 	}
 	_, gang := pl.groups.UnitOf(leaf)
 	return gang
+}
+
+// WatchedResources are the custom resources the scheduler watches, through
+// its dynamic informer factory, for the queueing hints of the plugin's
+// EventsToRegister; none when no profile runs the plugin.
+func WatchedResources(rt *pluginrt.Runtime, profiles profile.Map) []schema.GroupVersionResource {
+	for _, f := range profiles {
+		if _, ok := rt.Plugin(f, Name); ok {
+			return watchedResources()
+		}
+	}
+	return nil
+}
+
+func watchedResources() []schema.GroupVersionResource {
+	var out []schema.GroupVersionResource
+	for _, r := range []fwk.EventResource{podGroupResource, compositeResource, priorityResource} {
+		gvr, _ := schema.ParseResourceArg(string(r))
+		out = append(out, *gvr)
+	}
+	return out
 }

@@ -151,12 +151,13 @@ func newJobHolds(ctx context.Context, cfg *restclient.Config, h fwk.Handle) (*jo
 		return nil, err
 	}
 	factory.Start(ctx.Done())
+	// Not the metadata factory's own wait, which polls every 100ms: this
+	// runs while the scheduler builds its profiles, before its own
+	// informers start, so a poll's slack delays every start's first gang.
 	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	for gvr, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			return nil, fmt.Errorf("sync %v metadata informer: may the scheduler list and watch jobs.batch?", gvr)
-		}
+	if !cache.WaitFor(syncCtx, "", inf.Informer().HasSyncedChecker()) {
+		return nil, fmt.Errorf("sync %v metadata informer: may the scheduler list and watch jobs.batch?", jobsResource)
 	}
 	return j, nil
 }
