@@ -46,8 +46,9 @@ const maxCount = math.MaxInt32
 func (p *planner) initResidual() error {
 	t := p.table
 	p.nres = len(p.resNames)
-	p.free = make([]int64, len(p.nodes)*p.nres)
-	p.slots = make([]int64, len(p.nodes))
+	// Rows of unusable nodes stay zero, so recycled memory is cleared.
+	p.free = zeroed(p.free, len(p.nodes)*p.nres)
+	p.slots = zeroed(p.slots, len(p.nodes))
 	p.largest = make([]int64, p.nres)
 	for r, name := range p.resNames {
 		col, ok := t.cols[name]
@@ -258,4 +259,14 @@ func (p *planner) rollback(mark int) {
 		p.tally(s, a.node, -1)
 	}
 	p.log = p.log[:mark]
+}
+
+// zeroed returns n zeros in s's memory when it has room, else new memory.
+func zeroed(s []int64, n int) []int64 {
+	if cap(s) < n {
+		return make([]int64, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }

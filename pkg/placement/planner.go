@@ -161,13 +161,17 @@ func newPlanner(t *NodeTable, reserved []Usage, root *Group, opts Options) (*pla
 }
 
 func (p *planner) indexNodes() {
-	t := p.table
-	p.nodes = make([]*Node, len(t.nodes))
-	p.all = make([]int32, len(t.nodes))
-	for i := range t.nodes {
-		p.nodes[i] = &t.nodes[i]
-		p.all[i] = int32(i)
+	p.nodes, p.all = p.table.order()
+	if s := p.table.scratch.Swap(nil); s != nil {
+		p.free, p.slots, p.heap = s.free, s.slots, s.heap
 	}
+}
+
+// recycle hands the planner's per-node memory to the table's next plan;
+// the planner must not be used after.
+func (p *planner) recycle() {
+	p.table.scratch.Store(&planScratch{free: p.free, slots: p.slots, heap: p.heap[:0]})
+	p.free, p.slots, p.heap = nil, nil, nil
 }
 
 // nodeIndex finds a node by name.

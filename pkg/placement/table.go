@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -36,6 +38,41 @@ type NodeTable struct {
 	// broken explains, per node position, why the node's quantities cannot
 	// be trusted (a negative total); plans give such a node no room.
 	broken map[int32]string
+
+	// ptrs and all are every node's address and position, the same for
+	// every plan of the table (Update writes nodes in place), so they are
+	// made once, by the first plan.
+	orderOnce sync.Once
+	ptrs      []*Node
+	all       []int32
+	// scratch is the per-node working memory of the last finished plan,
+	// for the next. A scheduler plans a gang every few milliseconds;
+	// allocated afresh, that memory was a third of everything the
+	// scheduler allocated, and the collector counted the plans running
+	// while it marked as live, which raised the heap's peak. Plans running
+	// at once (the table allows it) take it in turn or allocate their own.
+	scratch atomic.Pointer[planScratch]
+}
+
+// planScratch is a plan's per-node working memory: the residual rows, the
+// slots and the heap of placeLeaf.
+type planScratch struct {
+	free, slots []int64
+	heap        []uint64
+}
+
+// order returns the nodes' addresses and positions, shared by all plans:
+// plans must not modify them.
+func (t *NodeTable) order() ([]*Node, []int32) {
+	t.orderOnce.Do(func() {
+		t.ptrs = make([]*Node, len(t.nodes))
+		t.all = make([]int32, len(t.nodes))
+		for i := range t.nodes {
+			t.ptrs[i] = &t.nodes[i]
+			t.all[i] = int32(i)
+		}
+	})
+	return t.ptrs, t.all
 }
 
 // domainIndex is one topology key over the table's nodes.
@@ -276,6 +313,9 @@ func (t *NodeTable) Plan(root *Group, reserved []Usage, opts Options) (*Plan, er
 	if err != nil {
 		return nil, err
 	}
+	// Neither the plan nor an *Infeasible keeps the planner's per-node
+	// memory, so the next plan may have it.
+	defer p.recycle()
 	if !p.quorum(p.root, p.all) {
 		return nil, p.root.fail
 	}
