@@ -255,3 +255,36 @@ func TestPlannedMemberFiledLateKeepsItsNode(t *testing.T) {
 	_, ok = h.nominationOf(late.Name)
 	assert.False(t, ok)
 }
+
+// TestStoredPlanKeepsMembersByIdentity: a plan is kept until its group is
+// deleted, long after its members bound, so it must not hold the member
+// objects it was made from (the pending versions, beside the informer's
+// bound ones); dropping it must still withdraw every nomination it made.
+func TestStoredPlanKeepsMembersByIdentity(t *testing.T) {
+	tp, h, members := nominationFixture(t)
+	_, st := tp.PreFilter(context.Background(), framework.NewCycleState(), members[0], nil)
+	require.True(t, st.IsSuccess() || st.Code() == fwk.Unschedulable, "%v", st)
+	require.Len(t, tp.plans, 1)
+	var root groups.Key
+	var p *plan
+	for k, v := range tp.plans {
+		root, p = k, v
+	}
+	require.Len(t, p.nominated, 2, "the plan nominated two members")
+	for _, pod := range p.nominated {
+		for _, m := range members {
+			assert.NotSame(t, m, pod, "the plan holds %s's object", m.Name)
+		}
+		assert.Empty(t, pod.Spec.Containers, "only the identity of %s is kept", pod.Name)
+		assert.Equal(t, "ns", pod.Namespace)
+		assert.Equal(t, types.UID(pod.Name), pod.UID)
+		_, nominated := h.nominationOf(pod.Name)
+		assert.True(t, nominated, pod.Name)
+	}
+
+	tp.drop(root)
+	for _, m := range members {
+		_, nominated := h.nominationOf(m.Name)
+		assert.False(t, nominated, "%s's nomination withdrawn with the plan", m.Name)
+	}
+}
