@@ -177,6 +177,12 @@ func (c *Cache) addOrUpdatePod(pod *corev1.Pod, listed bool) {
 	}
 	g.moveMember(pod.UID, m, next)
 	m.Pod = pod
+	// A remembered sort key answers only for the object it was computed
+	// from, which the queue no longer holds once the informer has a newer
+	// one; kept, it held the member's pending version long after it bound.
+	if e := c.sortKeys[pod.UID]; e != nil && e.pod != pod {
+		delete(c.sortKeys, pod.UID)
+	}
 	if next == Bound {
 		m.Node = pod.Spec.NodeName
 	}

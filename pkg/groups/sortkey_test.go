@@ -237,3 +237,30 @@ func sortedNames(pods map[string]*queuedPod) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestSortKeyGoesWithTheObjectItWasComputedFrom: the queue's remembered
+// key answers only for the pod object it was computed from. Once the
+// informer has a newer object of the member (it bound), the entry must not
+// keep the old one: it held every member's pending version beside the
+// bound one for as long as the member lived.
+func TestSortKeyGoesWithTheObjectItWasComputedFrom(t *testing.T) {
+	c := NewCache()
+	pending := &corev1.Pod{}
+	pending.Namespace, pending.Name, pending.UID = "ns", "m-0", "m-0"
+	pending.Labels = map[string]string{v1alpha1.LightweightNameLabel: "g", v1alpha1.LightweightMinAvailableLabel: "1"}
+	c.AddOrUpdatePod(pending)
+	first, grouped := c.SortFactsOf(pending)
+	require.True(t, grouped)
+	require.Contains(t, c.sortKeys, pending.UID, "the queue's key is remembered")
+
+	bound := pending.DeepCopy()
+	bound.Spec.NodeName = "n"
+	c.AddOrUpdatePod(bound)
+	assert.NotContains(t, c.sortKeys, pending.UID, "the key of the pending object is gone with it")
+
+	again, grouped := c.SortFactsOf(bound)
+	require.True(t, grouped)
+	assert.Equal(t, first.Root, again.Root)
+	c.AddOrUpdatePod(bound)
+	assert.Same(t, bound, c.sortKeys[bound.UID].pod, "an update with the same object keeps its key")
+}

@@ -162,3 +162,29 @@ func values(m map[string]string) []string {
 	}
 	return out
 }
+
+// TestPlansOnOneTableStartFromTheTable: plans on one table share working
+// memory, and what an earlier plan left in it must not count as room. A
+// node that took the earlier plan's pods and then overflowed gets nothing
+// from the next plan, as from a plan on a fresh table.
+func TestPlansOnOneTableStartFromTheTable(t *testing.T) {
+	shape := placement.Shape{Requests: placement.Resources{cpu: 1000}}
+	nodes := []placement.Node{
+		mkNode("a", placement.Resources{cpu: 4000, mem: 64 << 30}),
+		mkNode("b", placement.Resources{cpu: 4000, mem: 64 << 30}),
+	}
+	table, err := placement.NewNodeTable(nodes)
+	require.NoError(t, err)
+	_, err = table.Plan(gang("ns/first", 2, 2, shape), nil, placement.Options{})
+	require.NoError(t, err)
+
+	broken := nodes[0]
+	broken.Requested = placement.Resources{mem: -1}
+	require.NoError(t, table.Update(broken))
+	plan, err := table.Plan(gang("ns/second", 4, 4, shape), nil, placement.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b", "b", "b", "b"}, values(plan.Assignments))
+	_, err = table.Plan(gang("ns/third", 5, 5, shape), nil, placement.Options{})
+	var inf *placement.Infeasible
+	assert.ErrorAs(t, err, &inf, "node b has room for 4 pods, node a for none")
+}

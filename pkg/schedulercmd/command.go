@@ -178,6 +178,9 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 	}
 	l.Attach(sched)
 	gang.QuietMemberEvents(l.Plugins(), sched.Profiles)
+	if err := gang.TrimGroupEvents(l.Plugins(), sched.Profiles, cc.DynInformerFactory); err != nil {
+		return err
+	}
 	fg.(featuregate.MutableFeatureGate).AddMetrics()
 	opts.ComponentGlobalsRegistry.AddMetrics()
 

@@ -300,7 +300,8 @@ func (a *childArm) measure(ctx context.Context, res *report.Result, bound int) {
 	})
 	res.ReadySeconds = time.Duration(a.child.ready.Load()).Seconds()
 	if a.heapPrefix != "" {
-		_ = a.child.heapProfile(ctx, a.heapPrefix+"-end.pprof")
+		_ = a.child.heapProfile(ctx, a.heapPrefix+"-end.pprof", false)
+		_ = a.child.heapProfile(ctx, a.heapPrefix+"-live.pprof", true)
 	}
 }
 

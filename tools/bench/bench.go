@@ -163,8 +163,12 @@ type Options struct {
 	// scheduler: <case>-<arm>-<run>-scheduler-heap-peak.pprof, fetched
 	// whenever its resident set grew past the largest seen in the window
 	// (so the last one written is the nearest to its peak RSS), and
-	// ...-heap-end.pprof after the last pod bound. Cheap enough to leave
-	// on in measured runs: a profile is fetched only when RSS grows.
+	// ...-heap-end.pprof after the last pod bound, then ...-heap-live.pprof
+	// after a forced collection (the heap retained, without the garbage
+	// the last collection found still live while it marked). Cheap enough
+	// to leave on in measured runs: a profile is fetched only when RSS
+	// grows, and the one forced collection adds tens of milliseconds to
+	// the scheduler's CPU.
 	HeapProfileDir string
 	// StarvationWindow, StarvationSeed and StarvationRate, when set,
 	// replace the starvation cases' window (DefaultStarvationWindow), seed

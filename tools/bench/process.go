@@ -299,16 +299,23 @@ func (c *childScheduler) heapAtPeak(ctx context.Context, stop <-chan struct{}, p
 		if rss < high+heapGrowth {
 			continue
 		}
-		if c.heapProfile(ctx, path) == nil {
+		if c.heapProfile(ctx, path, false) == nil {
 			high = rss
 		}
 	}
 }
 
 // heapProfile writes the child's /debug/pprof/heap to path. The profile's
-// in-use figures are those of the last garbage collection.
-func (c *childScheduler) heapProfile(ctx context.Context, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", c.port), nil)
+// in-use figures are those of the last garbage collection, which count
+// whatever was allocated while it marked (with plans made every few
+// milliseconds, tens of MB of garbage); collect runs a collection first,
+// so that they are the heap the scheduler really retains.
+func (c *childScheduler) heapProfile(ctx context.Context, path string, collect bool) error {
+	url := fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", c.port)
+	if collect {
+		url += "?gc=1"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}

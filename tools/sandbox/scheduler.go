@@ -212,6 +212,11 @@ func StartSchedulerWith(ctx context.Context, configPath string, so SchedulerOpti
 	}
 	life.Attach(sched)
 	gang.QuietMemberEvents(life.Plugins(), sched.Profiles)
+	if err := gang.TrimGroupEvents(life.Plugins(), sched.Profiles, cc.DynInformerFactory); err != nil {
+		cancel()
+		stop()
+		return nil, err
+	}
 	cc.EventBroadcaster.StartRecordingToSink(ctx.Done())
 	cc.InformerFactory.Start(ctx.Done())
 	if cc.DynInformerFactory != nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -273,12 +274,10 @@ func (pl *Gang) quietScheduled(obj runtime.Object) bool {
 // its dynamic informer factory, for the queueing hints of the plugin's
 // EventsToRegister; none when no profile runs the plugin.
 func WatchedResources(rt *pluginrt.Runtime, profiles profile.Map) []schema.GroupVersionResource {
-	for _, f := range profiles {
-		if _, ok := rt.Plugin(f, Name); ok {
-			return watchedResources()
-		}
+	if !runsIn(rt, profiles) {
+		return nil
 	}
-	return nil
+	return watchedResources()
 }
 
 func watchedResources() []schema.GroupVersionResource {
@@ -288,4 +287,58 @@ func watchedResources() []schema.GroupVersionResource {
 		out = append(out, *gvr)
 	}
 	return out
+}
+
+// TrimGroupEvents makes the scheduler's dynamic informers of the group
+// resources keep only the metadata sameNamespace reads. The scheduler
+// watches every custom resource a plugin registers events for with an
+// informer of its own, of unstructured copies: a PodGroup with its managed
+// fields and conditions took about 4 KiB there, the second copy of every
+// group beside the typed one the group cache reads. Nothing but the
+// scheduler's event handlers reads these informers, and they hand the
+// objects only to the hints of the events registered here.
+//
+// Call it after the scheduler is set up (which made the informers, if a
+// profile runs this plugin) and before the factory starts.
+func TrimGroupEvents(rt *pluginrt.Runtime, profiles profile.Map, f dynamicinformer.DynamicSharedInformerFactory) error {
+	if f == nil || !runsIn(rt, profiles) {
+		// No profile registered the events: asking the factory for the
+		// informers would make them, and watch for nothing.
+		return nil
+	}
+	for _, r := range []fwk.EventResource{podGroupResource, compositeResource} {
+		gvr, _ := schema.ParseResourceArg(string(r))
+		if err := f.ForResource(*gvr).Informer().SetTransform(eventMetadata); err != nil {
+			return fmt.Errorf("trim the scheduler's informer of %s: %w", r, err)
+		}
+	}
+	return nil
+}
+
+func runsIn(rt *pluginrt.Runtime, profiles profile.Map) bool {
+	for _, f := range profiles {
+		if _, ok := rt.Plugin(f, Name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// eventMetadata keeps of an unstructured object what sameNamespace and
+// the informer use: its identity, namespace, generation and version.
+// Tombstones and other types pass unchanged.
+func eventMetadata(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetNamespace(u.GetNamespace())
+	out.SetName(u.GetName())
+	out.SetUID(u.GetUID())
+	out.SetGeneration(u.GetGeneration())
+	out.SetResourceVersion(u.GetResourceVersion())
+	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
@@ -110,6 +111,37 @@ func TestVerdictCacheStaysWithinItsBudget(t *testing.T) {
 		assert.Equal(t, wantFewer, probeShape(t, pr, fewer, "ns/g#shape"), "a snapshot without some nodes")
 		assert.Zero(t, filter.calls.Load())
 	})
+}
+
+// TestCrossNodeVerdictsOfAnOldSnapshotAreDropped: verdicts made for a
+// cross-node pod answer only while no node changes, and each gang's bind
+// changes some. Probing gang after gang as the cluster fills, the cache
+// keeps the cross-node verdicts of the current snapshot, not one stale
+// set per gang; per-node verdicts (reused node by node) stay.
+func TestCrossNodeVerdictsOfAnOldSnapshotAreDropped(t *testing.T) {
+	const nodes = 1000
+	pr, infos, filter := cacheWorld(t, nodes)
+	ctx := context.Background()
+	cross := func(key string) {
+		_, err := pr.Nodes(ctx, key, member("m-0"), infos, true)
+		require.NoError(t, err)
+	}
+	probeShape(t, pr, infos, "ns/plain#shape")
+	for i := range 20 {
+		// A gang binds: one node's generation moves.
+		ni := infos[i].(*framework.NodeInfo)
+		ni.SetNode(ni.Node().DeepCopy())
+		cross(fmt.Sprintf("ns/g-%d#shape", i))
+		cross(fmt.Sprintf("ns/h-%d#shape", i))
+	}
+	assert.Equal(t, 3*nodes, pr.NodeRecords(), "the per-node entry and the two cross-node ones of the current snapshot")
+
+	filter.calls.Store(0)
+	cross("ns/g-19#shape")
+	cross("ns/h-19#shape")
+	assert.Zero(t, filter.calls.Load(), "cross-node verdicts of an unchanged snapshot answer")
+	probeShape(t, pr, infos, "ns/plain#shape")
+	assert.EqualValues(t, 20, filter.calls.Load(), "the per-node entry answers for every node that did not move")
 }
 
 func heapInUse() uint64 {

@@ -120,6 +120,8 @@ type entry struct {
 	verdict []int32 // 0: the node passed; i: reasons[i-1]
 	reasons []Verdict
 	global  int64 // snapshot fingerprint, for cross-node pods
+	// crossNode: made for a cross-node pod, so it answers only at global.
+	crossNode bool
 }
 
 // at returns the record of the node at position i of order, named name.
@@ -212,6 +214,8 @@ type Prober struct {
 	cache   map[string]*list.Element
 	recent  *list.List
 	records int
+	// cross are the keys of the entries made for cross-node pods.
+	cross map[string]struct{}
 	// order is the node order of the last probe.
 	order *nodeOrder
 }
@@ -219,7 +223,7 @@ type Prober struct {
 // New makes a prober over the profile behind h. Refusals by the modelled
 // plugins are left out of the verdicts.
 func New(h fwk.Handle, modelled ...string) *Prober {
-	return &Prober{handle: h, modelled: sets.New(modelled...), cache: map[string]*list.Element{}, recent: list.New(), Devices: devices.NewModel()}
+	return &Prober{handle: h, modelled: sets.New(modelled...), cache: map[string]*list.Element{}, cross: map[string]struct{}{}, recent: list.New(), Devices: devices.NewModel()}
 }
 
 // maxNodeRecords bounds the cache by memory: about 12 MiB of records, plus
@@ -309,7 +313,7 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 		}
 	}
 	r.Parallelizer().Until(ctx, len(infos), func(i int) { check(i) }, "phalanxProbe")
-	out := &entry{key: key, order: order, gens: make([]int64, len(infos)), verdict: make([]int32, len(infos)), global: global}
+	out := &entry{key: key, order: order, gens: make([]int64, len(infos)), verdict: make([]int32, len(infos)), global: global, crossNode: crossNode}
 	verdicts := Verdicts{}
 	distinct := map[Verdict]int32{}
 	for i, ni := range infos {
@@ -376,10 +380,28 @@ func (p *Prober) store(e *entry) {
 	if len(e.gens) > maxNodeRecords {
 		return
 	}
+	if e.crossNode {
+		p.dropStaleLocked(e)
+		p.cross[e.key] = struct{}{}
+	}
 	p.cache[e.key] = p.recent.PushFront(e)
 	p.records += len(e.gens)
 	for p.records > maxNodeRecords || p.recent.Len() > maxEntries {
 		p.dropLocked(p.recent.Back().Value.(*entry).key)
+	}
+}
+
+// dropStaleLocked drops the cross-node entries that can no longer answer
+// now that e was made: those over the same nodes at another fingerprint.
+// A node's generation only grows, so the fingerprint of a node list never
+// comes back, and such an entry would only hold its records until the
+// least recently used went out: with a probe per anti-affinity gang at
+// 5,000 nodes they filled the whole budget, 12 MiB per prober.
+func (p *Prober) dropStaleLocked(e *entry) {
+	for k := range p.cross {
+		if old := p.cache[k].Value.(*entry); old.order == e.order && old.global != e.global {
+			p.dropLocked(k)
+		}
 	}
 }
 
@@ -397,6 +419,7 @@ func (p *Prober) dropLocked(key string) {
 	p.records -= len(el.Value.(*entry).gens)
 	p.recent.Remove(el)
 	delete(p.cache, key)
+	delete(p.cross, key)
 }
 
 // Forget drops the cached verdicts of keys with the given prefix, e.g. a

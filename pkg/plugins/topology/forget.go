@@ -3,8 +3,8 @@ package topology
 import "github.com/phalanx-sched/phalanx/pkg/groups"
 
 // forgetGroup drops the plan of a hierarchy whose root is gone (its object
-// deleted, or a label gang's last member): a plan holds the members' pod
-// objects, and nothing else would ever remove it. The nodes its members
+// deleted, or a label gang's last member): a plan holds its members'
+// assignments and nominations, and nothing else would ever remove it. The nodes its members
 // were refused on, the nodes of its ranks and its probe verdicts go with
 // it.
 func (t *Topology) forgetGroup(k groups.Key) {

@@ -54,7 +54,7 @@ func TestPlansFollowGroupLifecycle(t *testing.T) {
 		p := &plan{created: time.Now(), assignments: map[string]string{}, domains: map[string]string{}}
 		for _, pod := range pods {
 			p.assignments[planinput.PodKey(pod)] = "node"
-			p.nominated = append(p.nominated, pod)
+			p.nominated = append(p.nominated, identities([]*corev1.Pod{pod})...)
 		}
 		tp.mu.Lock()
 		tp.plans[root] = p

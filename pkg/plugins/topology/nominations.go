@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
@@ -20,7 +21,8 @@ import (
 // unnominate drops nominations of an old plan that a new plan does not
 // repeat.
 func (t *Topology) unnominate(old, replacement *plan) {
-	for _, pod := range old.nominated {
+	for _, m := range old.nominated {
+		pod := m.pod()
 		if replacement != nil {
 			if _, still := replacement.assignments[planinput.PodKey(pod)]; still {
 				continue
@@ -37,11 +39,11 @@ func (t *Topology) unnominate(old, replacement *plan) {
 // would go to the next pod. The gang plugin nominates it again each cycle
 // until the queue has filed it. A member keeping a node after a failed
 // binding has its promise moved to where this plan puts it.
-func (t *Topology) promise(p *plan) {
+func (t *Topology) promise(p *plan, nominated []*corev1.Pod) {
 	if t.promises == nil {
 		return
 	}
-	for _, pod := range p.nominated {
+	for _, pod := range nominated {
 		node := p.assignments[planinput.PodKey(pod)]
 		if !t.groups.Queued(pod.UID) {
 			t.promises.Promise(pod, node, pluginrt.PlanPromise)

@@ -255,3 +255,33 @@ func TestPlannedMemberFiledLateKeepsItsNode(t *testing.T) {
 	_, ok = h.nominationOf(late.Name)
 	assert.False(t, ok)
 }
+
+// TestStoredPlanKeepsMembersByIdentity: a plan is kept until its group is
+// deleted, long after its members bound, so it keeps the members it
+// nominated by identity (not the pending versions of their objects, beside
+// the informer's bound ones), and dropping it must still withdraw every
+// nomination it made.
+func TestStoredPlanKeepsMembersByIdentity(t *testing.T) {
+	tp, h, members := nominationFixture(t)
+	_, st := tp.PreFilter(context.Background(), framework.NewCycleState(), members[0], nil)
+	require.True(t, st.IsSuccess() || st.Code() == fwk.Unschedulable, "%v", st)
+	require.Len(t, tp.plans, 1)
+	var root groups.Key
+	var p *plan
+	for k, v := range tp.plans {
+		root, p = k, v
+	}
+	require.Len(t, p.nominated, 2, "the plan nominated two members")
+	for _, m := range p.nominated {
+		assert.Equal(t, "ns", m.namespace)
+		assert.Equal(t, types.UID(m.name), m.uid)
+		_, nominated := h.nominationOf(m.name)
+		assert.True(t, nominated, m.name)
+	}
+
+	tp.drop(root)
+	for _, m := range members {
+		_, nominated := h.nominationOf(m.Name)
+		assert.False(t, nominated, "%s's nomination withdrawn with the plan", m.Name)
+	}
+}
