@@ -207,8 +207,35 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 		// only for a standby that delays its caches until it leads).
 		cc.InformerFactory.Start(ctx.Done())
 		syncDynamicInformers(ctx, cc.DynInformerFactory, gang.WatchedResources(l.Plugins(), sched.Profiles))
+		cc.InformerFactory.WaitForCacheSync(ctx.Done())
+		waitHandlersSync(ctx, sched.WaitForHandlersSync)
 	}
 	return app.Run(ctx, cc, sched)
+}
+
+// handlersPoll is how often waitHandlersSync looks.
+const handlersPoll = 5 * time.Millisecond
+
+// waitHandlersSync waits until the scheduler's event handlers have taken
+// in the informers' first lists, looking every handlersPoll. app.Run waits
+// for the same with a check every 100ms: the handlers finish a few
+// milliseconds after the informers, so its first check misses and the
+// first cycle starts up to 100ms late, on every start; on a small cluster
+// that is most of the time to the first gang. wait is the scheduler's
+// WaitForHandlersSync, which checks once at once and then every 100ms: a
+// short deadline makes it one check. Done here, app.Run's wait passes at
+// its first check. A stop, or handlers not synced within a minute, are
+// left to app.Run.
+func waitHandlersSync(ctx context.Context, wait func(context.Context) error) {
+	deadline := time.Now().Add(time.Minute)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		check, cancel := context.WithTimeout(ctx, handlersPoll)
+		err := wait(check)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
 }
 
 // syncDynamicInformers starts the scheduler's dynamic informers of the

@@ -67,3 +67,43 @@ func TestDynamicInformersSyncedBeforeTheSchedulersPollingWait(t *testing.T) {
 		})
 	}
 }
+
+// waitHandlersSync returns within one handlersPoll of the handlers being
+// synced, where the scheduler's own wait (a check at once, then every
+// 100ms) would return at the next 100ms tick; and it gives up on a stop.
+func TestHandlersWaitLooksOftenerThanTheScheduler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		ready := start.Add(30 * time.Millisecond)
+		// As the scheduler's WaitForHandlersSync: a check at once, then
+		// one every 100ms, until its context ends.
+		schedulerWait := func(ctx context.Context) error {
+			for {
+				if !time.Now().Before(ready) {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}
+		waitHandlersSync(t.Context(), schedulerWait)
+		took := time.Since(start)
+		assert.GreaterOrEqual(t, took, 30*time.Millisecond)
+		assert.LessOrEqual(t, took, 30*time.Millisecond+handlersPoll, "the handlers were synced at 30ms")
+
+		// The same handlers, waited for the scheduler's way.
+		start = time.Now()
+		ready = start.Add(30 * time.Millisecond)
+		require.NoError(t, schedulerWait(t.Context()))
+		assert.Equal(t, 100*time.Millisecond, time.Since(start), "the scheduler's own wait sleeps to its next tick")
+
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		start = time.Now()
+		waitHandlersSync(ctx, func(context.Context) error { return context.DeadlineExceeded })
+		assert.Zero(t, time.Since(start), "a stop ends the wait")
+	})
+}
