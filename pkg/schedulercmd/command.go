@@ -208,7 +208,13 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 		cc.InformerFactory.Start(ctx.Done())
 		syncDynamicInformers(ctx, cc.DynInformerFactory, gang.WatchedResources(l.Plugins(), sched.Profiles))
 		cc.InformerFactory.WaitForCacheSync(ctx.Done())
-		waitHandlersSync(ctx, sched.WaitForHandlersSync)
+		if waitHandlersSync(ctx, sched.WaitForHandlersSync) {
+			l.Plugins().MarkListed()
+		}
+	} else {
+		// A standby lists only once it leads, and may lead a cluster with
+		// no pending pod: gang members are held from the start.
+		l.Plugins().MarkListed()
 	}
 	return app.Run(ctx, cc, sched)
 }
@@ -225,17 +231,18 @@ const handlersPoll = 5 * time.Millisecond
 // WaitForHandlersSync, which checks once at once and then every 100ms: a
 // short deadline makes it one check. Done here, app.Run's wait passes at
 // its first check. A stop, or handlers not synced within a minute, are
-// left to app.Run.
-func waitHandlersSync(ctx context.Context, wait func(context.Context) error) {
+// left to app.Run. It reports whether the handlers synced.
+func waitHandlersSync(ctx context.Context, wait func(context.Context) error) bool {
 	deadline := time.Now().Add(time.Minute)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		check, cancel := context.WithTimeout(ctx, handlersPoll)
 		err := wait(check)
 		cancel()
 		if err == nil {
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // syncDynamicInformers starts the scheduler's dynamic informers of the

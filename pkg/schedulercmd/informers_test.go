@@ -89,7 +89,7 @@ func TestHandlersWaitLooksOftenerThanTheScheduler(t *testing.T) {
 				}
 			}
 		}
-		waitHandlersSync(t.Context(), schedulerWait)
+		require.True(t, waitHandlersSync(t.Context(), schedulerWait))
 		took := time.Since(start)
 		assert.GreaterOrEqual(t, took, 30*time.Millisecond)
 		assert.LessOrEqual(t, took, 30*time.Millisecond+handlersPoll, "the handlers were synced at 30ms")
@@ -103,7 +103,7 @@ func TestHandlersWaitLooksOftenerThanTheScheduler(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		start = time.Now()
-		waitHandlersSync(ctx, func(context.Context) error { return context.DeadlineExceeded })
+		assert.False(t, waitHandlersSync(ctx, func(context.Context) error { return context.DeadlineExceeded }))
 		assert.Zero(t, time.Since(start), "a stop ends the wait")
 	})
 }

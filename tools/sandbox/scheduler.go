@@ -231,6 +231,7 @@ func StartSchedulerWith(ctx context.Context, configPath string, so SchedulerOpti
 		stop()
 		return nil, fmt.Errorf("scheduler handlers did not sync: %w", err)
 	}
+	life.Plugins().MarkListed()
 	s := &Scheduler{life: life, term: stop, done: make(chan struct{}), sched: sched, informer: cc.InformerFactory}
 	if cc.SecureServing != nil {
 		if s.diagnostics, err = serveDiagnostics(ctx, life.Plugins(), cc, sched); err != nil {

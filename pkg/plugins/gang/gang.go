@@ -50,9 +50,11 @@ type Gang struct {
 	// queue moves. Nil in tests that build the plugin by hand.
 	podLister corelisters.PodLister
 	// starting is set by the factory and cleared by the profile's first
-	// scheduling cycle (PreFilter): until then PreEnqueue holds no member
-	// for siblings still to come.
+	// scheduling cycle (PreFilter) or once listed says the scheduler's
+	// handlers took in the informers' first lists: until then PreEnqueue
+	// holds no member for siblings still to come.
 	starting atomic.Bool
+	listed   func() bool
 
 	// verdicts remembers validate's scan of a hierarchy's members; see
 	// groups.Cache.HierarchyRevision.
@@ -194,6 +196,7 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt
 	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{},
 		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister()}
 	pl.starting.Store(true)
+	pl.listed = rt.Listed
 	if err := pl.watchNodeDeletions(); err != nil {
 		return nil, fmt.Errorf("%s: watch node deletions: %w", Name, err)
 	}
@@ -271,6 +274,9 @@ func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	if ok {
 		return nil
 	}
+	if pl.starting.Load() && pl.listed != nil && pl.listed() {
+		pl.starting.Store(false)
+	}
 	if pl.starting.Load() {
 		// The scheduler's start: its informers hand the queue the listed
 		// pods one by one, in no gang order, and the first cycle waits
@@ -282,7 +288,9 @@ func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 		// cycle and delaying its readiness), and its gang's WaitingForPods
 		// condition is written only to be replaced. Let it in: by the
 		// first cycle the siblings listed with it are known, and PreFilter
-		// still refuses a gang that is incomplete then.
+		// still refuses a gang that is incomplete then. Pods created
+		// after the lists (listed) are held as always: a cluster that
+		// starts empty may see no cycle for a long time.
 		return nil
 	}
 	msg := fmt.Sprintf("%s (%s)", gangcore.WaitingMessage(short), short.Key)

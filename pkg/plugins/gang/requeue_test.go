@@ -168,9 +168,18 @@ func TestStartupAdmitsMembersOfAssemblingGangs(t *testing.T) {
 	}
 	pl.podLister = corelisters.NewPodLister(store)
 
+	listed := false
+	pl.listed = func() bool { return listed }
 	for _, p := range held {
 		require.Nil(t, pl.PreEnqueue(ctx, p), "%s is admitted before the first cycle", p.Name)
 	}
+	// Pods created once the scheduler's handlers took in the first lists
+	// are held, first cycle or not: a cluster that starts empty may see
+	// no cycle for a long time.
+	listed = true
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, pl.PreEnqueue(ctx, held[0]).Code())
+	pl.starting.Store(true)
+	listed = false
 	// The first cycle: an incomplete gang is refused there.
 	_, st := pl.PreFilter(ctx, framework.NewCycleState(), held[0], nil)
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), st.Message())

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/client-go/informers"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -30,7 +31,19 @@ type Runtime struct {
 	mu      sync.Mutex
 	inst    *Instance
 	plugins map[pluginKey]fwk.Plugin
+	// listed is set once the scheduler's event handlers have taken in its
+	// informers' first lists (MarkListed).
+	listed atomic.Bool
 }
+
+// MarkListed records that the scheduler's event handlers have taken in
+// the informers' first lists: what the scheduler waits for before its
+// first cycle. Whoever starts the scheduler calls it then; a scheduler
+// started without it counts as listed at its first cycle.
+func (r *Runtime) MarkListed() { r.listed.Store(true) }
+
+// Listed reports whether MarkListed was called.
+func (r *Runtime) Listed() bool { return r.listed.Load() }
 
 type pluginKey struct {
 	handle fwk.Handle
