@@ -63,13 +63,9 @@ func servedResources(resources ...string) []*metav1.APIResourceList {
 	return out
 }
 
-// Informers of the optional dialects run while the API server serves their
-// resources: absent at start, a group of the dialect is reported as not
-// served; when the API appears, its objects arrive; when it goes away,
-// its groups are dropped and the scheduler keeps running.
-func TestDialectFeedsFollowDiscovery(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// dialectClients are fake API clients holding one group of each optional
+// dialect: an upstream PodGroup "up" and a scheduler-plugins one "sp".
+func dialectClients() (*kubefake.Clientset, noWatchList, *fakediscovery.FakeDiscovery) {
 	kube := kubefake.NewSimpleClientset(&schedv1beta1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "up"},
 		Spec: schedv1beta1.PodGroupSpec{SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{
@@ -77,7 +73,17 @@ func TestDialectFeedsFollowDiscovery(t *testing.T) {
 	})
 	x := noWatchList{xfake.NewSimpleClientset(&xv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "sp"}, Spec: xv1alpha1.PodGroupSpec{MinMember: 3}})}
-	disc := kube.Discovery().(*fakediscovery.FakeDiscovery)
+	return kube, x, kube.Discovery().(*fakediscovery.FakeDiscovery)
+}
+
+// Informers of the optional dialects run while the API server serves their
+// resources: absent at start, a group of the dialect is reported as not
+// served; when the API appears, its objects arrive; when it goes away,
+// its groups are dropped and the scheduler keeps running.
+func TestDialectFeedsFollowDiscovery(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kube, x, disc := dialectClients()
 	f := NewFed()
 	fs := newFeeds(f, disc, kube, x)
 	f.feeds = fs
@@ -140,14 +146,7 @@ func TestDialectFeedsSyncWithoutSleeping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		kube := kubefake.NewSimpleClientset(&schedv1beta1.PodGroup{
-			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "up"},
-			Spec: schedv1beta1.PodGroupSpec{SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{
-				Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: 2}}},
-		})
-		x := noWatchList{xfake.NewSimpleClientset(&xv1alpha1.PodGroup{
-			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "sp"}, Spec: xv1alpha1.PodGroupSpec{MinMember: 3}})}
-		disc := kube.Discovery().(*fakediscovery.FakeDiscovery)
+		kube, x, disc := dialectClients()
 		disc.Resources = servedResources(
 			"scheduling.k8s.io/v1beta1", "podgroups",
 			"scheduling.k8s.io/v1alpha3", "compositepodgroups",
