@@ -46,7 +46,7 @@ type planner struct {
 	free    []int64
 	slots   []int64
 	largest []int64 // per resource, the largest allocatable of any node
-	// scratch holds free and slots, lent by the table (takeScratch).
+	// scratch holds free, slots and heap, lent by the table (takeScratch).
 	scratch *scratch
 
 	shapes []*shapeInfo

@@ -70,8 +70,9 @@ func (t *NodeTable) planNodes() ([]*Node, []int32) {
 }
 
 // takeScratch lends the table's scratch buffers, sized for nres resources
-// and cleared; giveScratch takes them back. A plan that never gives them
-// back (one that fails to build) only costs the next plan an allocation.
+// and cleared; the planner's giveBack returns them. A plan that never gives
+// them back (one that fails to build) only costs the next plan an
+// allocation.
 func (t *NodeTable) takeScratch(nres int) *scratch {
 	s := t.scratch
 	t.scratch = nil
@@ -83,19 +84,13 @@ func (t *NodeTable) takeScratch(nres int) *scratch {
 	return s
 }
 
-func (t *NodeTable) giveScratch(s *scratch) {
-	if s != nil {
-		t.scratch = s
-	}
-}
-
 // giveBack returns the planner's buffers to its table.
 func (p *planner) giveBack() {
 	if p.scratch == nil {
 		return
 	}
 	p.scratch.heap = p.heap[:0]
-	p.table.giveScratch(p.scratch)
+	p.table.scratch = p.scratch
 }
 
 // resize returns b with length n, zeroed, reusing its array when it is
