@@ -49,12 +49,12 @@ type Gang struct {
 	// factory's lookup takes a lock and PreEnqueue runs for every pod the
 	// queue moves. Nil in tests that build the plugin by hand.
 	podLister corelisters.PodLister
-	// starting is set by the factory and cleared by the profile's first
-	// scheduling cycle (PreFilter) or once listed says the scheduler's
-	// handlers took in the informers' first lists: until then PreEnqueue
-	// holds no member for siblings still to come.
-	starting atomic.Bool
-	listed   func() bool
+	// startup says whether the scheduler's handlers took in the
+	// informers' first lists (pluginrt.Runtime, marked by whoever starts
+	// the scheduler, or by the first cycle): until then PreEnqueue holds
+	// no member for siblings still to come. Nil in tests that build the
+	// plugin by hand: listed.
+	startup startup
 
 	// verdicts remembers validate's scan of a hierarchy's members; see
 	// groups.Cache.HierarchyRevision.
@@ -67,6 +67,13 @@ type Gang struct {
 	// lastNodeEvent memoizes nodeCanHelp for the node event the queue
 	// asks about.
 	lastNodeEvent atomic.Pointer[leafMemo]
+}
+
+// startup is the scheduler's start as the plugin sees it
+// (*pluginrt.Runtime).
+type startup interface {
+	Listed() bool
+	MarkListed()
 }
 
 // groupCache is what the plugin reads and changes of the group cache
@@ -195,8 +202,7 @@ func newGang(ctx context.Context, obj runtime.Object, h fwk.Handle, rt *pluginrt
 	fed := inst.Groups
 	pl := &Gang{handle: h, groups: fed, args: args, verdicts: map[groups.Key]verdict{},
 		podLister: h.SharedInformerFactory().Core().V1().Pods().Lister()}
-	pl.starting.Store(true)
-	pl.listed = rt.Listed
+	pl.startup = rt
 	if err := pl.watchNodeDeletions(); err != nil {
 		return nil, fmt.Errorf("%s: watch node deletions: %w", Name, err)
 	}
@@ -274,10 +280,7 @@ func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	if ok {
 		return nil
 	}
-	if pl.starting.Load() && pl.listed != nil && pl.listed() {
-		pl.starting.Store(false)
-	}
-	if pl.starting.Load() {
+	if pl.startup != nil && !pl.startup.Listed() {
 		// The scheduler's start: its informers hand the queue the listed
 		// pods one by one, in no gang order, and the first cycle waits
 		// until every listed pod and node went through the handlers. A
@@ -289,8 +292,8 @@ func (pl *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 		// condition is written only to be replaced. Let it in: by the
 		// first cycle the siblings listed with it are known, and PreFilter
 		// still refuses a gang that is incomplete then. Pods created
-		// after the lists (listed) are held as always: a cluster that
-		// starts empty may see no cycle for a long time.
+		// after the lists are held as always: a cluster that starts
+		// empty may see no cycle for a long time.
 		return nil
 	}
 	msg := fmt.Sprintf("%s (%s)", gangcore.WaitingMessage(short), short.Key)
@@ -322,8 +325,10 @@ func (pl *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		// a member; there is nothing to validate or hold.
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	if pl.starting.Load() {
-		pl.starting.Store(false)
+	if pl.startup != nil && !pl.startup.Listed() {
+		// A cycle runs only once the lists are through, however the
+		// scheduler was started.
+		pl.startup.MarkListed()
 	}
 	pl.holdForClaimBacklog(ctx, pod)
 	// Every cycle, before any Filter reads nominations: room promised to

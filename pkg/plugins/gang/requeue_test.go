@@ -19,6 +19,7 @@ import (
 	v1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/pkg/groupcache"
 	"github.com/phalanx-sched/phalanx/pkg/groupstatus"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // heldGangs fills fed with n PodGroup gangs of minCount 4 that have 3
@@ -146,16 +147,15 @@ func BenchmarkRequeueHeldGangs(b *testing.B) {
 	}
 }
 
-// TestStartupAdmitsMembersOfAssemblingGangs: before the profile's first
-// scheduling cycle (the scheduler is still handing the queue its informers'
-// initial lists) a member whose siblings have not been listed yet is let
-// into the active queue instead of being held: no cycle runs before the
-// lists are through, and a held member would be weighed again for every
-// node listed meanwhile. From the first cycle on, such a member is held as
-// before.
+// TestStartupAdmitsMembersOfAssemblingGangs: while the scheduler hands the
+// queue its informers' first lists, a member whose siblings have not been
+// listed yet is let into the active queue instead of being held: no cycle
+// runs before the lists are through, and a held member would be weighed
+// again for every node listed meanwhile. Once the lists are through (said
+// by whoever started the scheduler, or by the first cycle), such a member
+// is held as before.
 func TestStartupAdmitsMembersOfAssemblingGangs(t *testing.T) {
 	pl, _, fed := newHotPathGang(t)
-	pl.starting.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	w, err := groupstatus.New(ctx, fed, &restclient.Config{Host: "http://127.0.0.1:1"})
@@ -167,25 +167,36 @@ func TestStartupAdmitsMembersOfAssemblingGangs(t *testing.T) {
 		require.NoError(t, store.Add(p))
 	}
 	pl.podLister = corelisters.NewPodLister(store)
-
-	listed := false
-	pl.listed = func() bool { return listed }
-	for _, p := range held {
-		require.Nil(t, pl.PreEnqueue(ctx, p), "%s is admitted before the first cycle", p.Name)
+	admitted := func(rt *pluginrt.Runtime) {
+		t.Helper()
+		pl.startup = rt
+		for _, p := range held {
+			require.Nil(t, pl.PreEnqueue(ctx, p), "%s is admitted before the first lists are through", p.Name)
+		}
 	}
-	// Pods created once the scheduler's handlers took in the first lists
-	// are held, first cycle or not: a cluster that starts empty may see
-	// no cycle for a long time.
-	listed = true
-	require.Equal(t, fwk.UnschedulableAndUnresolvable, pl.PreEnqueue(ctx, held[0]).Code())
-	pl.starting.Store(true)
-	listed = false
-	// The first cycle: an incomplete gang is refused there.
+	heldNow := func() {
+		t.Helper()
+		for _, p := range held {
+			st := pl.PreEnqueue(ctx, p)
+			require.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), "%s is held once the first lists are through", p.Name)
+			require.Contains(t, st.Message(), "3/4")
+		}
+	}
+
+	// Whoever starts the scheduler says when its handlers took in the
+	// first lists. Pods created afterwards are held, first cycle or not:
+	// a cluster that starts empty may see no cycle for a long time.
+	rt := pluginrt.New()
+	admitted(rt)
+	rt.MarkListed()
+	heldNow()
+
+	// A scheduler started without it: its first cycle ends the window,
+	// and an incomplete gang is refused there.
+	rt = pluginrt.New()
+	admitted(rt)
 	_, st := pl.PreFilter(ctx, framework.NewCycleState(), held[0], nil)
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), st.Message())
-	for _, p := range held {
-		st := pl.PreEnqueue(ctx, p)
-		require.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), "%s is held from the first cycle on", p.Name)
-		require.Contains(t, st.Message(), "3/4")
-	}
+	require.True(t, rt.Listed(), "the first cycle marks the lists through")
+	heldNow()
 }

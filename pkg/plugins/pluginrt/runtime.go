@@ -38,8 +38,9 @@ type Runtime struct {
 
 // MarkListed records that the scheduler's event handlers have taken in
 // the informers' first lists: what the scheduler waits for before its
-// first cycle. Whoever starts the scheduler calls it then; a scheduler
-// started without it counts as listed at its first cycle.
+// first cycle. Whoever starts the scheduler calls it then; the gang
+// plugin calls it at the first cycle of any profile, for a scheduler
+// started without it.
 func (r *Runtime) MarkListed() { r.listed.Store(true) }
 
 // Listed reports whether MarkListed was called.
