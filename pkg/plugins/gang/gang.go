@@ -54,7 +54,7 @@ type Gang struct {
 	// the scheduler, or by the first cycle): until then PreEnqueue holds
 	// no member for siblings still to come. Nil in tests that build the
 	// plugin by hand: listed.
-	startup startup
+	startup *pluginrt.Runtime
 
 	// verdicts remembers validate's scan of a hierarchy's members; see
 	// groups.Cache.HierarchyRevision.
@@ -67,13 +67,6 @@ type Gang struct {
 	// lastNodeEvent memoizes nodeCanHelp for the node event the queue
 	// asks about.
 	lastNodeEvent atomic.Pointer[leafMemo]
-}
-
-// startup is the scheduler's start as the plugin sees it
-// (*pluginrt.Runtime).
-type startup interface {
-	Listed() bool
-	MarkListed()
 }
 
 // groupCache is what the plugin reads and changes of the group cache
