@@ -14,17 +14,22 @@
 //
 // Phalanx's own plugins stand aside in a probe cycle (Is), so a probe
 // never plans, validates or reserves anything. Verdicts are cached per
-// probe key and reused for a node while its NodeInfo generation stays the
-// same; for pods whose constraints reach across nodes (a zone-wide term, a
-// spread), any change of the snapshot discards them. The cache is bounded
-// by the node records it holds (maxNodeRecords), least recently used keys
-// first out.
+// probe key and reused for a node while what the probe's filters read of
+// it stays the same: its NodeInfo generation in general, which every bind
+// moves, and for a pod the filters judge only by the node object and the
+// anti-affinity of the pods there (see views), those alone, so binds of
+// other pods keep its verdicts. For pods whose constraints reach across
+// nodes (a zone-wide term, a spread), any change of what the filters read
+// anywhere discards them. The cache is bounded by the node records it
+// holds (maxNodeRecords), least recently used keys first out.
 package probe
 
 import (
 	"container/list"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"sort"
@@ -36,7 +41,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/phalanx-sched/phalanx/pkg/devices"
 )
@@ -109,8 +116,9 @@ func (v Verdicts) Summary() string {
 }
 
 // entry is the verdicts of one probe key, one record per node: the node's
-// generation when it was probed and its verdict, as an index into the
-// entry's distinct refusals. Records sit in slices aligned to a node
+// stamp when it was probed (its generation, or its view for an entry made
+// in view mode) and its verdict, as an index into the entry's distinct
+// refusals. Records sit in slices aligned to a node
 // order, 12 bytes a node, where maps by node name took about 55 and a
 // reason string per refused node. An entry is not changed once stored.
 type entry struct {
@@ -122,6 +130,8 @@ type entry struct {
 	global  int64 // snapshot fingerprint, for cross-node pods
 	// crossNode: made for a cross-node pod, so it answers only at global.
 	crossNode bool
+	// view: gens holds views, not generations (see Prober.views).
+	view bool
 }
 
 // at returns the record of the node at position i of order, named name.
@@ -218,6 +228,22 @@ type Prober struct {
 	cross map[string]struct{}
 	// order is the node order of the last probe.
 	order *nodeOrder
+
+	// filters are the profile's Filter plugins, listed at the first probe
+	// (the framework has no plugin list while it builds its plugins);
+	// listed is false for a handle that cannot list them.
+	filtersOnce sync.Once
+	filters     []string
+	listed      bool
+	// nodes numbers the node objects views have seen (see views).
+	nodes       map[string]nodeSeen
+	nodeVersion int64
+}
+
+// nodeSeen is a node object a view saw and the number it was given.
+type nodeSeen struct {
+	node    *corev1.Node
+	version int64
 }
 
 // New makes a prober over the profile behind h. Refusals by the modelled
@@ -255,16 +281,7 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 	if !ok {
 		return nil, fmt.Errorf("the framework handle cannot run the profile's filters")
 	}
-	var global int64
-	for _, ni := range infos {
-		global += ni.GetGeneration()
-	}
 	order := p.orderOf(infos)
-	old := p.lookup(key)
-	if old != nil && crossNode && old.global != global {
-		old = nil
-	}
-
 	probe := resourceFree(pod)
 	state := framework.NewCycleState()
 	state.Write(stateKey, marker{})
@@ -291,6 +308,25 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 		return Verdicts{}, nil
 	}
 
+	view := p.judgesByView(state, probe)
+	var stamps []int64
+	if view {
+		stamps = p.views(infos)
+	} else {
+		stamps = make([]int64, len(infos))
+		for i, ni := range infos {
+			stamps[i] = ni.GetGeneration()
+		}
+	}
+	var global int64
+	for _, s := range stamps {
+		global += s
+	}
+	old := p.lookup(key)
+	if old != nil && (old.view != view || crossNode && old.global != global) {
+		old = nil
+	}
+
 	results := make([]Verdict, len(infos))
 	check := func(i int) {
 		ni := infos[i]
@@ -299,7 +335,7 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 			return
 		}
 		if old != nil {
-			if g, v, ok := old.at(order, i, n.Name); ok && g == ni.GetGeneration() {
+			if g, v, ok := old.at(order, i, n.Name); ok && g == stamps[i] {
 				results[i] = v
 				return
 			}
@@ -313,7 +349,7 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 		}
 	}
 	r.Parallelizer().Until(ctx, len(infos), func(i int) { check(i) }, "phalanxProbe")
-	out := &entry{key: key, order: order, gens: make([]int64, len(infos)), verdict: make([]int32, len(infos)), global: global, crossNode: crossNode}
+	out := &entry{key: key, order: order, gens: stamps, verdict: make([]int32, len(infos)), global: global, crossNode: crossNode, view: view}
 	verdicts := Verdicts{}
 	distinct := map[Verdict]int32{}
 	for i, ni := range infos {
@@ -321,7 +357,6 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 		if n == nil {
 			continue
 		}
-		out.gens[i] = ni.GetGeneration()
 		v := results[i]
 		if v == (Verdict{}) {
 			continue
@@ -340,6 +375,111 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 		p.store(out)
 	}
 	return verdicts, nil
+}
+
+// viewFilters are the filters that judge a pod carrying no pod affinity or
+// anti-affinity terms of its own by the node object and the required
+// anti-affinity terms of the pods on the node's domains alone: the node's
+// view. Every other in-tree filter either skips such a pod at PreFilter
+// (ports, volumes, spread, claims of a pod without any) or is one the
+// planner models and the probe skips; a filter outside this set may read
+// anything, so a profile running one for the pod falls back to
+// generations.
+var viewFilters = sets.New(names.InterPodAffinity, names.NodeDeclaredFeatures)
+
+// judgesByView says whether every filter that will run for probe, in the
+// cycle state its PreFilter left, judges it by the nodes' views.
+func (p *Prober) judgesByView(state fwk.CycleState, probe *corev1.Pod) bool {
+	p.filtersOnce.Do(func() {
+		lister, ok := p.handle.(interface{ ListPlugins() *config.Plugins })
+		if !ok {
+			return
+		}
+		ps := lister.ListPlugins()
+		if ps == nil {
+			return
+		}
+		p.listed = true
+		for _, f := range ps.Filter.Enabled {
+			p.filters = append(p.filters, f.Name)
+		}
+	})
+	if !p.listed || hasRequiredPodTerms(probe) {
+		return false
+	}
+	skipped := state.GetSkipFilterPlugins()
+	for _, f := range p.filters {
+		if !skipped.Has(f) && !viewFilters.Has(f) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasRequiredPodTerms(pod *corev1.Pod) bool {
+	a := pod.Spec.Affinity
+	if a == nil {
+		return false
+	}
+	return a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 ||
+		a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
+}
+
+// views stamps each node of infos with what viewFilters read of it: the
+// node object, numbered the first time a view sees it (any update of the
+// node is a new object in the scheduler's cache), and the pods on it with
+// required anti-affinity terms, by UID. A bind of a pod without such
+// terms moves the node's generation and leaves its view as it was. Pods
+// on other nodes of a domain are not in a node's view: a pod whose
+// verdicts depend on them is a cross-node pod, whose entry answers only
+// while the sum of all views is unchanged.
+func (p *Prober) views(infos []fwk.NodeInfo) []int64 {
+	out := make([]int64, len(infos))
+	p.mu.Lock()
+	if p.nodes == nil || len(p.nodes) > 2*len(infos)+64 {
+		// Nodes removed from the cluster leave their numbers behind.
+		old := p.nodes
+		p.nodes = make(map[string]nodeSeen, len(infos))
+		for _, ni := range infos {
+			if n := ni.Node(); n != nil {
+				if s, ok := old[n.Name]; ok {
+					p.nodes[n.Name] = s
+				}
+			}
+		}
+	}
+	for i, ni := range infos {
+		n := ni.Node()
+		if n == nil {
+			continue
+		}
+		seen, ok := p.nodes[n.Name]
+		if !ok || seen.node != n {
+			p.nodeVersion++
+			seen = nodeSeen{node: n, version: p.nodeVersion}
+			p.nodes[n.Name] = seen
+		}
+		out[i] = seen.version
+	}
+	p.mu.Unlock()
+	for i, ni := range infos {
+		anti := ni.GetPodsWithRequiredAntiAffinity()
+		if len(anti) == 0 {
+			continue
+		}
+		h := fnv.New64a()
+		var version [8]byte
+		binary.LittleEndian.PutUint64(version[:], uint64(out[i]))
+		h.Write(version[:])
+		for _, pi := range anti {
+			h.Write([]byte(pi.GetPod().UID))
+			h.Write([]byte{0})
+		}
+		// Bit 62 keeps a hash apart from the plain node numbers, which
+		// never reach it.
+		out[i] = int64(h.Sum64()&^(1<<63) | 1<<62)
+	}
+	return out
 }
 
 // orderOf returns the node order of infos, the last probe's when it is
@@ -399,7 +539,7 @@ func (p *Prober) store(e *entry) {
 // 5,000 nodes they filled the whole budget, 12 MiB per prober.
 func (p *Prober) dropStaleLocked(e *entry) {
 	for k := range p.cross {
-		if old := p.cache[k].Value.(*entry); old.order == e.order && old.global != e.global {
+		if old := p.cache[k].Value.(*entry); old.order == e.order && old.view == e.view && old.global != e.global {
 			p.dropLocked(k)
 		}
 	}
