@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -457,8 +458,12 @@ func withShape(c Case, zones, racksPerZone, nodesPerRack int) Case {
 	return c
 }
 
-// SelectCases picks cases by name: each pattern selects the cases whose
-// name contains it (case-insensitive). No patterns selects all.
+// SelectCases picks cases by name: a pattern that is a case's whole name
+// selects that case alone, any other the cases whose name contains it
+// (case-insensitive). No patterns selects all. Whole names come first
+// because one case's name can be the start of another's
+// ("…_8000Pods" and "…_8000Pods_AntiAffinity"), and a run meant for the
+// first also ran the second.
 func SelectCases(all []Case, patterns []string) ([]Case, error) {
 	if len(patterns) == 0 {
 		return all, nil
@@ -470,9 +475,10 @@ func SelectCases(all []Case, patterns []string) ([]Case, error) {
 		if p == "" {
 			continue
 		}
+		exact := slices.ContainsFunc(all, func(c Case) bool { return strings.EqualFold(c.Name, p) })
 		matched := false
 		for _, c := range all {
-			if strings.Contains(strings.ToLower(c.Name), strings.ToLower(p)) {
+			if exact && strings.EqualFold(c.Name, p) || !exact && strings.Contains(strings.ToLower(c.Name), strings.ToLower(p)) {
 				matched = true
 				if !seen[c.Name] {
 					seen[c.Name] = true

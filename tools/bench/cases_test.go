@@ -190,3 +190,22 @@ func TestCeilingPlanIsAValidPlacement(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeCaseNameSelectsThatCaseAlone: a case's name is the start of
+// another's (the anti-affinity twin), and asking for the first by its
+// whole name ran both, three minutes more per run.
+func TestWholeCaseNameSelectsThatCaseAlone(t *testing.T) {
+	all := Cases(false)
+	got, err := SelectCases(all, []string{"GangScheduling/5000Nodes_1000Gangs_8000Pods"})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "GangScheduling/5000Nodes_1000Gangs_8000Pods", got[0].Name)
+
+	got, err = SelectCases(all, []string{"5000Nodes_1000Gangs_8000Pods"})
+	require.NoError(t, err)
+	names := make([]string, len(got))
+	for i, c := range got {
+		names[i] = c.Name
+	}
+	assert.ElementsMatch(t, []string{"GangScheduling/5000Nodes_1000Gangs_8000Pods", "GangScheduling/5000Nodes_1000Gangs_8000Pods_AntiAffinity", "GangScheduling/15000Nodes_1000Gangs_8000Pods"}, names, "a part of a name still selects every case containing it")
+}

@@ -21,7 +21,7 @@ import (
 func benchCommand(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	quick := fs.Bool("quick", false, "small cases (200 nodes) that take seconds per arm, for CI")
-	casesFlag := fs.String("cases", "", "comma-separated case name substrings (default: all cases of the set)")
+	casesFlag := fs.String("cases", "", "comma-separated case names (a whole name selects that case alone) or name substrings (default: all cases of the set)")
 	armsFlag := fs.String("arms", "phalanx,upstream,ceiling", "arms to run: phalanx, upstream, ceiling, phalanx-proc (Phalanx as a child process, to compare memory), scheduler-plugins (sigs.k8s.io/scheduler-plugins "+bench.SchedulerPluginsVersion+" Coscheduling, a v1.34 scheduler, and its PodGroup controller; skips topology cases), kueue-tas (Kueue v0.17.0's manager choosing the nodes with its TAS, upstream kube-scheduler binding; the preferred-topology cases only)")
 	jsonOut := fs.String("json", "", "write the results to this JSON file")
 	arrival := fs.String("arrival", report.ArrivalPrecreated, "how pods arrive: precreated (all created before the scheduler starts) or live (the scheduler starts and is ready, then the harness creates the pods); preemption cases are always live")
