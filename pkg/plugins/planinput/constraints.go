@@ -252,7 +252,7 @@ type planTerms struct {
 	byPod  map[*corev1.Pod]podTerms
 	// existing: running pods whose required anti-affinity a member may
 	// match, which only a probe sees.
-	existing []term
+	existing *existingTerms
 }
 
 func (pt *planTerms) add(pod *corev1.Pod) {
@@ -282,7 +282,7 @@ func hasTerm(ts []term, id string) bool {
 // template share it, so shapes stay few.
 func (pt *planTerms) signature(c *Constraints, pod *corev1.Pod) string {
 	t := pt.byPod[pod]
-	if len(pt.anti) == 0 && len(pt.spread) == 0 && len(pt.ports) == 0 && !t.probe && len(pt.existing) == 0 {
+	if len(pt.anti) == 0 && len(pt.spread) == 0 && len(pt.ports) == 0 && !t.probe && pt.existing.len() == 0 {
 		return ""
 	}
 	var b strings.Builder
@@ -300,10 +300,8 @@ func (pt *planTerms) signature(c *Constraints, pod *corev1.Pod) string {
 			fmt.Fprintf(&b, "s%d,", i)
 		}
 	}
-	for i, e := range pt.existing {
-		if e.Matches(pod, ns) {
-			fmt.Fprintf(&b, "e%d,", i)
-		}
+	for _, i := range pt.existing.matching(pod, ns) {
+		fmt.Fprintf(&b, "e%d,", i)
 	}
 	if t.probe {
 		// The profile's verdicts depend on the pod's own constraints.
@@ -367,11 +365,9 @@ func (c *Constraints) constrain(root, t *groups.Tree, pt *planTerms, key string,
 	terms := pt.byPod[rep]
 	needProbe, cross := terms.probe, terms.crossNode
 	ns := c.nsLabels(rep.Namespace)
-	for _, e := range pt.existing {
-		if e.Matches(rep, ns) {
-			needProbe = true
-			cross = cross || e.TopologyKey != corev1.LabelHostname
-		}
+	for _, i := range pt.existing.matching(rep, ns) {
+		needProbe = true
+		cross = cross || pt.existing.list[i].TopologyKey != corev1.LabelHostname
 	}
 	var only []string
 	if !needProbe && len(c.Unknown) > 0 {
