@@ -43,6 +43,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/phalanx-sched/phalanx/pkg/devices"
@@ -235,6 +236,11 @@ type Prober struct {
 	filtersOnce sync.Once
 	filters     []string
 	listed      bool
+	// affinity indexes the snapshot's pods for the probes the profile's
+	// InterPodAffinity alone answers (affinity.go); noIndex turns that
+	// off, for the tests that hold its answers to the filter's.
+	affinity affinityIndex
+	noIndex  bool
 	// nodes numbers the node objects views have seen (see views).
 	nodes       map[string]nodeSeen
 	nodeVersion int64
@@ -327,6 +333,11 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 		old = nil
 	}
 
+	indexed, err := p.fromIndex(ctx, state, probe, infos)
+	if err != nil {
+		return nil, err
+	}
+
 	results := make([]Verdict, len(infos))
 	check := func(i int) {
 		ni := infos[i]
@@ -342,6 +353,10 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 		}
 		if pre != nil && !pre.AllNodes() && !pre.NodeNames.Has(n.Name) {
 			results[i] = Verdict{Plugin: "PreFilter", Reasons: "node is not among the nodes the pod may use"}
+			return
+		}
+		if indexed != nil {
+			results[i] = indexed[i]
 			return
 		}
 		if st := r.RunFilterPlugins(ctx, state, probe, ni); !st.IsSuccess() && !p.modelled.Has(st.Plugin()) {
@@ -377,19 +392,45 @@ func (p *Prober) Nodes(ctx context.Context, key string, pod *corev1.Pod, infos [
 	return verdicts, nil
 }
 
-// viewFilters are the filters that judge a pod carrying no pod affinity or
-// anti-affinity terms of its own by the node object and the required
-// anti-affinity terms of the pods on the node's domains alone: the node's
-// view. Every other in-tree filter either skips such a pod at PreFilter
-// (ports, volumes, spread, claims of a pod without any) or is one the
-// planner models and the probe skips; a filter outside this set may read
-// anything, so a profile running one for the pod falls back to
-// generations.
-var viewFilters = sets.New(names.InterPodAffinity, names.NodeDeclaredFeatures)
+// fromIndex answers the probe from the pods' affinity index when the only
+// filter left to run for probe, in the state its PreFilter left, is the
+// profile's InterPodAffinity (affinity.go); nil when it cannot.
+func (p *Prober) fromIndex(ctx context.Context, state fwk.CycleState, probe *corev1.Pod, infos []fwk.NodeInfo) ([]Verdict, error) {
+	if p.noIndex || !answerable(probe) {
+		return nil, nil
+	}
+	p.listFilters()
+	if !p.listed {
+		return nil, nil
+	}
+	skipped := state.GetSkipFilterPlugins()
+	plugin := ""
+	for _, f := range p.filters {
+		if skipped.Has(f) {
+			continue
+		}
+		if !affinityFilters[f] || plugin != "" {
+			return nil, nil
+		}
+		plugin = f
+	}
+	if plugin == "" || p.handle.SharedInformerFactory() == nil {
+		return nil, nil
+	}
+	nsLabels := interpodaffinity.GetNamespaceLabelsSnapshot(klog.FromContext(ctx), probe.Namespace, p.handle.SharedInformerFactory().Core().V1().Namespaces().Lister())
+	p.affinity.mu.Lock()
+	defer p.affinity.mu.Unlock()
+	p.affinity.update(infos)
+	v, err := p.affinity.verdicts(probe, nsLabels, infos, plugin)
+	if err != nil {
+		return nil, fmt.Errorf("probe of %s: %w", probe.Name, err)
+	}
+	return v, nil
+}
 
-// judgesByView says whether every filter that will run for probe, in the
-// cycle state its PreFilter left, judges it by the nodes' views.
-func (p *Prober) judgesByView(state fwk.CycleState, probe *corev1.Pod) bool {
+// listFilters lists the profile's Filter plugins once, at the first probe:
+// the framework has no plugin list while it builds its plugins.
+func (p *Prober) listFilters() {
 	p.filtersOnce.Do(func() {
 		lister, ok := p.handle.(interface{ ListPlugins() *config.Plugins })
 		if !ok {
@@ -404,6 +445,22 @@ func (p *Prober) judgesByView(state fwk.CycleState, probe *corev1.Pod) bool {
 			p.filters = append(p.filters, f.Name)
 		}
 	})
+}
+
+// viewFilters are the filters that judge a pod carrying no pod affinity or
+// anti-affinity terms of its own by the node object and the required
+// anti-affinity terms of the pods on the node's domains alone: the node's
+// view. Every other in-tree filter either skips such a pod at PreFilter
+// (ports, volumes, spread, claims of a pod without any) or is one the
+// planner models and the probe skips; a filter outside this set may read
+// anything, so a profile running one for the pod falls back to
+// generations.
+var viewFilters = sets.New(names.InterPodAffinity, "PhalanxInterPodAffinity", names.NodeDeclaredFeatures)
+
+// judgesByView says whether every filter that will run for probe, in the
+// cycle state its PreFilter left, judges it by the nodes' views.
+func (p *Prober) judgesByView(state fwk.CycleState, probe *corev1.Pod) bool {
+	p.listFilters()
 	if !p.listed || hasRequiredPodTerms(probe) {
 		return false
 	}

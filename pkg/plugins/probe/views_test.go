@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
@@ -61,6 +62,7 @@ type liveWorld struct {
 	snapshot *schedcache.Snapshot
 	prober   *probe.Prober
 	affinity *countedAffinity
+	fw       framework.Framework
 }
 
 func newLiveWorld(tb testing.TB, nodes int) *liveWorld {
@@ -89,6 +91,9 @@ func newLiveWorld(tb testing.TB, nodes int) *liveWorld {
 		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(fake.NewClientset(), 0)))
 	require.NoError(tb, err)
 	w.prober = probe.New(fw)
+	// Filter calls are what these tests count.
+	w.prober.FilterNodeByNode()
+	w.fw = fw
 	return w
 }
 
