@@ -34,8 +34,6 @@ type view struct {
 
 // slot is what the index read from one NodeInfo of the snapshot's list.
 type slot struct {
-	info     fwk.NodeInfo
-	gen      int64
 	name     string
 	hostname string
 	hasHost  bool
@@ -49,7 +47,12 @@ type slot struct {
 // the walk over every pod with anti-affinity that upstream's PreFilter
 // makes for every pod it schedules.
 type index struct {
-	mu        sync.Mutex
+	mu sync.Mutex
+	// infos and gens are the NodeInfo each slot was read from and its
+	// generation then, apart from the slots so that the walk of every
+	// PreFilter touches as little memory as it can.
+	infos     []fwk.NodeInfo
+	gens      []int64
 	slots     []slot
 	hostnames map[string]int // nodes per kubernetes.io/hostname value
 	shared    int            // hostname values more than one node carries
@@ -75,15 +78,17 @@ func (x *index) update(nodes []fwk.NodeInfo) *view {
 		// Nodes came or went: every slot is read again.
 		old = x.slots
 		x.slots = make([]slot, len(nodes))
+		x.infos = make([]fwk.NodeInfo, len(nodes))
+		x.gens = make([]int64, len(nodes))
 		changed = make([]int, len(nodes))
 		for i := range nodes {
 			changed[i] = i
 		}
 	} else {
 		for i, ni := range nodes {
-			if s := &x.slots[i]; s.info != ni || s.gen != ni.GetGeneration() {
+			if x.infos[i] != ni || x.gens[i] != ni.GetGeneration() {
 				changed = append(changed, i)
-				old = append(old, *s)
+				old = append(old, x.slots[i])
 			}
 		}
 		if len(changed) == 0 {
@@ -92,6 +97,7 @@ func (x *index) update(nodes []fwk.NodeInfo) *view {
 	}
 	added := make([]slot, len(changed))
 	for j, i := range changed {
+		x.infos[i], x.gens[i] = nodes[i], nodes[i].GetGeneration()
 		x.slots[i] = read(nodes[i])
 		added[j] = x.slots[i]
 	}
@@ -190,7 +196,7 @@ func (x *index) countHostname(v string, delta int) {
 // the node is in for the term's key. A term whose key the node has no
 // label for refuses nothing, as upstream counts it for no domain.
 func read(ni fwk.NodeInfo) slot {
-	s := slot{info: ni, gen: ni.GetGeneration()}
+	var s slot
 	n := ni.Node()
 	if n == nil {
 		return s

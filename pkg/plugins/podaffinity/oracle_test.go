@@ -3,6 +3,7 @@ package podaffinity
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"strings"
@@ -202,7 +203,36 @@ func TestFilterMatchesUpstream(t *testing.T) {
 	}
 }
 
+// filterer is what the oracle compares: PreFilter, Filter and the
+// PreFilter extensions.
+type filterer interface {
+	fwk.PreFilterPlugin
+	fwk.FilterPlugin
+	fwk.PreFilterExtensions
+}
+
+// passAll stands for a plugin that skipped the pod at PreFilter.
+type passAll struct{ filterer }
+
+func (passAll) Filter(context.Context, fwk.CycleState, *corev1.Pod, fwk.NodeInfo) *fwk.Status {
+	return nil
+}
+func (passAll) AddPod(context.Context, fwk.CycleState, *corev1.Pod, fwk.PodInfo, fwk.NodeInfo) *fwk.Status {
+	return nil
+}
+func (passAll) RemovePod(context.Context, fwk.CycleState, *corev1.Pod, fwk.PodInfo, fwk.NodeInfo) *fwk.Status {
+	return nil
+}
+
 func oracleCluster(t *testing.T, seed int64, fts plfeature.Features) (cases, lazy, delegated int) {
+	return compareWithUpstream(t, seed, fts, nil, func(ctx context.Context, args *config.InterPodAffinityArgs, h fwk.Handle) (filterer, error) {
+		return build(ctx, args, h, fts)
+	})
+}
+
+// compareWithUpstream runs the oracle on one random cluster: upstream's
+// plugin built with oracleFts against the plugin newPlugin builds.
+func compareWithUpstream(t *testing.T, seed int64, fts plfeature.Features, survey map[string]int, newPlugin func(context.Context, *config.InterPodAffinityArgs, fwk.Handle) (filterer, error)) (cases, lazy, delegated int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	logger := klog.FromContext(ctx)
@@ -216,8 +246,8 @@ func oracleCluster(t *testing.T, seed int64, fts plfeature.Features) (cases, laz
 	args := &config.InterPodAffinityArgs{HardPodAffinityWeight: 1}
 	up := plugintesting.SetupPluginWithInformers(ctx, t, frameworkruntime.FactoryAdapter(fts, interpodaffinity.New), args, lister, namespaces).(*interpodaffinity.InterPodAffinity)
 	ours := plugintesting.SetupPluginWithInformers(ctx, t, func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		return build(ctx, args, h, fts)
-	}, args, lister, namespaces).(*plugin)
+		return newPlugin(ctx, args, h)
+	}, args, lister, namespaces).(filterer)
 
 	for round := range 3 {
 		if round > 0 {
@@ -235,12 +265,27 @@ func oracleCluster(t *testing.T, seed int64, fts plfeature.Features) (cases, laz
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The snapshot lists nodes in map order; sorted, a seed picks the
+		// same nodes every run.
+		infos = slices.Clone(infos)
+		slices.SortFunc(infos, func(a, b fwk.NodeInfo) int { return strings.Compare(a.Node().Name, b.Node().Name) })
 		for range 4 {
 			pod := g.incoming()
 			where := fmt.Sprintf("seed %d round %d pod %s", seed, round, podString(pod))
 			su, sp := framework.NewCycleState(), framework.NewCycleState()
 			_, stU := up.PreFilter(ctx, su, pod, infos)
 			_, stP := ours.PreFilter(ctx, sp, pod, infos)
+			// A plugin that skips a pod at PreFilter is not run for it: it
+			// passes every node, nominated pods or not.
+			upF, ourF := filterer(up), ours
+			if survey != nil && verdict(stU) != verdict(stP) && (stU.IsSkip() && stP.IsSuccess() || stP.IsSkip() && stU.IsSuccess()) {
+				survey[fmt.Sprintf("PreFilter, %s pod: upstream %s, subject %s", podKind(pod), verdict(stU), verdict(stP))]++
+				if stU.IsSkip() {
+					upF, stU = passAll{}, nil
+				} else {
+					ourF, stP = passAll{}, nil
+				}
+			}
 			if verdict(stU) != verdict(stP) {
 				t.Fatalf("%s: PreFilter: upstream %s, ours %s", where, verdict(stU), verdict(stP))
 			}
@@ -252,9 +297,20 @@ func oracleCluster(t *testing.T, seed int64, fts plfeature.Features) (cases, laz
 			if !stU.IsSuccess() {
 				continue
 			}
+			up, ours := upF, ourF
 			compare := func(what string, su, sp fwk.CycleState, ni fwk.NodeInfo) {
 				cases++
 				u, p := up.Filter(ctx, su, pod, ni), ours.Filter(ctx, sp, pod, ni)
+				if verdict(u) != verdict(p) && survey != nil {
+					kind, _, _ := strings.Cut(what, " ")
+					if strings.Contains(what, "AddPod") {
+						kind = "Filter after AddPod"
+					} else if strings.Contains(what, "RemovePod") {
+						kind = "Filter after RemovePod"
+					}
+					survey[fmt.Sprintf("%s, %s pod, %s: upstream %s, subject %s", kind, podKind(pod), dupKind(nodes), verdict(u), verdict(p))]++
+					return
+				}
 				if verdict(u) != verdict(p) {
 					t.Fatalf("%s: %s on %s (%v): upstream %s, ours %s", where, what, ni.Node().Name, ni.Node().Labels, verdict(u), verdict(p))
 				}
@@ -369,4 +425,53 @@ func describeView(v *view) string {
 	keys := slices.Clone(v.keys)
 	slices.Sort(keys)
 	return fmt.Sprintf("keys %v shared %v\n%s", keys, v.sharedHostname, strings.Join(lines, "\n"))
+}
+
+// TestUpstreamFastPathAgainstUpstream measures how far upstream's own
+// InterPodAffinityHostnameFastPath (alpha in v1.37, off by default) is
+// from upstream without it, on the oracle's random clusters.
+func TestUpstreamFastPathAgainstUpstream(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.InterPodAffinityHostnameFastPath, true)
+	survey := map[string]int{}
+	defer func() {
+		keys := slices.Sorted(maps.Keys(survey))
+		for _, k := range keys {
+			t.Logf("%5d  %s", survey[k], k)
+		}
+	}()
+	for seed := int64(0); seed < 150; seed++ {
+		compareWithUpstream(t, seed, plfeature.Features{}, survey, func(ctx context.Context, args *config.InterPodAffinityArgs, h fwk.Handle) (filterer, error) {
+			p, err := interpodaffinity.New(ctx, args, h, plfeature.Features{EnableInterPodAffinityHostnameFastPath: true})
+			if err != nil {
+				return nil, err
+			}
+			return p.(*interpodaffinity.InterPodAffinity), nil
+		})
+	}
+}
+
+func podKind(p *corev1.Pod) string {
+	a := p.Spec.Affinity
+	switch {
+	case a == nil:
+		return "termless"
+	case a.PodAffinity != nil:
+		return "affinity"
+	case hostnameAntiOnly(p):
+		return "hostname-anti"
+	default:
+		return "zone-anti"
+	}
+}
+
+func dupKind(nodes []*corev1.Node) string {
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		v, ok := n.Labels[corev1.LabelHostname]
+		if ok && seen[v] {
+			return "shared hostname"
+		}
+		seen[v] = true
+	}
+	return "unique hostnames"
 }
