@@ -489,3 +489,45 @@ func dupKind(nodes []*corev1.Node) string {
 	}
 	return "unique hostnames"
 }
+
+// TestViewsAreSafeToReadWhileTheIndexMoves: Filters of one cycle read
+// their view while another PreFilter (a probe, the next cycle) brings the
+// index to another snapshot; run with -race.
+func TestViewsAreSafeToReadWhileTheIndexMoves(t *testing.T) {
+	g := &gen{r: rand.New(rand.NewSource(1))}
+	nodes := g.nodes()
+	var lists [2][]fwk.NodeInfo
+	for i := range lists {
+		var pods []*corev1.Pod
+		for range 30 {
+			p := g.existing(nodes[g.r.Intn(len(nodes))].Name)
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: g.terms(corev1.LabelTopologyZone, "rack")}}
+			pods = append(pods, p)
+		}
+		var err error
+		if lists[i], err = cache.NewSnapshot(pods, nodes).NodeInfos().List(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := newIndex()
+	pod := g.incoming()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			x.update(lists[i%2])
+		}
+	}()
+	for i := 0; ; i++ {
+		s := &lazyState{pod: pod, view: x.update(lists[i%2])}
+		for _, ni := range lists[i%2] {
+			s.filter(ni)
+		}
+		select {
+		case <-done:
+			return
+		default:
+		}
+	}
+}
