@@ -119,4 +119,5 @@ func BenchmarkGangMemberOneNode(b *testing.B) {
 	b.ReportMetric(float64(tf.Nanoseconds())/float64(b.N), "fastpath-ns/op")
 	b.ReportMetric(float64(tp.Nanoseconds())/float64(b.N), "phalanx-ns/op")
 	b.ReportMetric(float64(tu)/float64(tp), "upstream/phalanx")
+	b.ReportMetric(float64(tu)/float64(tf), "upstream/fastpath")
 }

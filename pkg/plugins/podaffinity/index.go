@@ -67,8 +67,8 @@ func newIndex() *index {
 // its view. Comparing a slot's NodeInfo and generation costs a few
 // nanoseconds a node; only changed nodes are read again. The snapshot
 // bumps a NodeInfo's generation for every change of the node or its pods
-// (upstream's pod-group cycle assumes pods without a bump, but Phalanx
-// profiles run without that cycle).
+// (but for upstream's pod-group cycle, which assumes pods without a bump:
+// PreFilter does not take the lazy path in that cycle).
 func (x *index) update(nodes []fwk.NodeInfo) *view {
 	x.mu.Lock()
 	defer x.mu.Unlock()

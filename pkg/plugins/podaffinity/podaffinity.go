@@ -190,6 +190,12 @@ func (pl *plugin) preFilterLazy(ctx context.Context, cs fwk.CycleState, pod *cor
 	if !hostnameAntiOnly(pod) || (pl.resizeDeferred && resource.IsPodResizeDeferred(pod)) {
 		return nil, false
 	}
+	// Upstream's pod-group cycle (which Phalanx profiles run without)
+	// assumes pods into the snapshot without bumping the generation the
+	// index goes by.
+	if cs.IsPodGroupSchedulingCycle() {
+		return nil, false
+	}
 	// Upstream reads running pods' terms from the snapshot, not from the
 	// nodes it is handed: so does the index.
 	infos, err := pl.lister.NodeInfos().List()
