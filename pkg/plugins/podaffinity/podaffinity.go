@@ -24,6 +24,7 @@ package podaffinity
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -142,12 +143,34 @@ func ValidateArgs(obj runtime.Object) error {
 // lazyState is a lazy cycle's: the pod, its hostname anti-affinity terms
 // with their namespaceSelector resolved as upstream resolves it, its
 // namespace's labels for running pods' terms, and the index's view of
-// running pods' wider terms. Nothing in it changes after PreFilter.
+// running pods' wider terms. Nothing in it changes after PreFilter but
+// refusers, a cache of what follows from the rest.
 type lazyState struct {
 	pod      *corev1.Pod
 	terms    []fwk.AffinityTerm
 	nsLabels labels.Set
 	view     *view
+	// refusers holds, per domain a Filter asked about, the nodes whose
+	// pods' terms in that domain match the pod (a map[string]bool). A
+	// Filter on every node (a probe, a pod no plan narrowed) so matches
+	// each term once, as upstream's PreFilter does, while a Filter on one
+	// node matches only the terms of its own domains.
+	refusers sync.Map
+}
+
+// refusersIn returns the nodes whose pods' terms in d refuse the pod.
+func (s *lazyState) refusersIn(d domain) map[string]bool {
+	if r, ok := s.refusers.Load(d); ok {
+		return r.(map[string]bool)
+	}
+	r := map[string]bool{}
+	for _, h := range s.view.byDomain[d] {
+		if !r[h.node] && h.term.Matches(s.pod, s.nsLabels) {
+			r[h.node] = true
+		}
+	}
+	actual, _ := s.refusers.LoadOrStore(d, r)
+	return actual.(map[string]bool)
 }
 
 // Clone shares the state: AddPod and RemovePod do not change it.
@@ -290,8 +313,8 @@ func (s *lazyState) filter(ni fwk.NodeInfo) *fwk.Status {
 		if !ok {
 			continue
 		}
-		for _, h := range s.view.byDomain[domain{key: k, value: v}] {
-			if h.node != n.Name && h.term.Matches(s.pod, s.nsLabels) {
+		for node := range s.refusersIn(domain{key: k, value: v}) {
+			if node != n.Name {
 				return fwk.NewStatus(fwk.Unschedulable, interpodaffinity.ErrReasonExistingAntiAffinityRulesNotMatch)
 			}
 		}
