@@ -11,6 +11,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/plugins/dra"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/podaffinity"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/queuesort"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
@@ -29,6 +30,7 @@ func RegistryFor(rt *pluginrt.Runtime, d *gang.Drain) []app.Option {
 		app.WithPlugin(topology.Name, topology.Factory(rt)),
 		app.WithPlugin(preemption.Name, preemption.Factory(rt)),
 		app.WithPlugin(dra.Name, dra.Factory(rt)),
+		app.WithPlugin(podaffinity.Name, podaffinity.New),
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/phalanx-sched/phalanx/config"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/dra"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/podaffinity"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 )
 
@@ -26,6 +27,8 @@ func TestShippedProfilesArgsValidate(t *testing.T) {
 		cfg := obj.(*schedconfig.KubeSchedulerConfiguration)
 		assert.Empty(t, ValidateArgs(cfg), file)
 		for _, prof := range cfg.Profiles {
+			assert.True(t, enabled(prof.Plugins.MultiPoint, podaffinity.Name), "%s runs %s", file, podaffinity.Name)
+			assert.False(t, enabled(prof.Plugins.MultiPoint, "InterPodAffinity"), "%s runs InterPodAffinity", file)
 			for _, pc := range prof.PluginConfig {
 				found[pc.Name]++
 			}
@@ -86,4 +89,50 @@ func TestBothDRAPluginsRefused(t *testing.T) {
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0].Error(), "profiles[0].plugins.multiPoint.enabled")
 	assert.Contains(t, errs[0].Error(), "disable DynamicResources")
+}
+
+func decodeConfig(t *testing.T, data []byte) *schedconfig.KubeSchedulerConfiguration {
+	t.Helper()
+	obj, _, err := scheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
+	require.NoError(t, err)
+	return obj.(*schedconfig.KubeSchedulerConfiguration)
+}
+
+// A profile that enables PhalanxInterPodAffinity beside InterPodAffinity
+// is refused with a message naming both.
+func TestBothInterPodAffinityPluginsRefused(t *testing.T) {
+	both := strings.Replace(string(config.SecondScheduler), "      - name: InterPodAffinity\n", "", 1)
+	require.NotEqual(t, string(config.SecondScheduler), both)
+	errs := ValidateArgs(decodeConfig(t, []byte(both)))
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "profiles[0].plugins.multiPoint.enabled")
+	assert.Contains(t, errs[0].Error(), "PhalanxInterPodAffinity runs in place of InterPodAffinity: disable InterPodAffinity")
+}
+
+// PhalanxInterPodAffinity takes InterPodAffinity's args under its own
+// name, checked as kube-scheduler checks them; args left under
+// InterPodAffinity, which no plugin would read, are refused.
+func TestInterPodAffinityArgs(t *testing.T) {
+	ok, err := config.WithPluginArg(config.SecondScheduler, podaffinity.Name, "hardPodAffinityWeight", 5)
+	require.NoError(t, err)
+	ok, err = config.WithPluginArg(ok, podaffinity.Name, "ignorePreferredTermsOfExistingPods", true)
+	require.NoError(t, err)
+	assert.Empty(t, ValidateArgs(decodeConfig(t, ok)))
+
+	for _, c := range []struct {
+		plugin, arg string
+		value       any
+		want        string
+	}{
+		{podaffinity.Name, "hardPodAffinityWeight", 500, "hardPodAffinityWeight"},
+		{podaffinity.Name, "hardPodAfinityWeight", 5, "unknown field"},
+		{"InterPodAffinity", "hardPodAffinityWeight", 5, "name this entry PhalanxInterPodAffinity"},
+	} {
+		bad, err := config.WithPluginArg(config.SecondScheduler, c.plugin, c.arg, c.value)
+		require.NoError(t, err)
+		errs := ValidateArgs(decodeConfig(t, bad))
+		require.Len(t, errs, 1, c.arg)
+		assert.Contains(t, errs[0].Error(), "profiles[0].pluginConfig[", c.arg)
+		assert.Contains(t, errs[0].Error(), c.want, c.arg)
+	}
 }

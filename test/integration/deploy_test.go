@@ -54,6 +54,7 @@ import (
 	"github.com/phalanx-sched/phalanx/pkg/controller"
 	"github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/podaffinity"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/preemption"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/topology"
 	"github.com/phalanx-sched/phalanx/pkg/provisioning"
@@ -413,7 +414,7 @@ func TestConfigProfilesLoadValidateAndSchedule(t *testing.T) {
 					// these files' args through plugins.ValidateArgs,
 					// which knows these plugins' args.
 					if strings.HasPrefix(pc.Name, "Phalanx") {
-						assert.Contains(t, []string{gang.Name, topology.Name, preemption.Name}, pc.Name, "args for %s are checked by no test: teach plugins.ValidateArgs its args", pc.Name)
+						assert.Contains(t, []string{gang.Name, topology.Name, preemption.Name, podaffinity.Name}, pc.Name, "args for %s are checked by no test: teach plugins.ValidateArgs its args", pc.Name)
 					}
 				}
 			}
@@ -442,9 +443,10 @@ func TestConfigProfilesLoadValidateAndSchedule(t *testing.T) {
 		assert.True(t, enabled["PhalanxQueueSort"])
 		assert.True(t, enabled[gang.Name])
 		assert.False(t, enabled[topology.Name])
+		// PhalanxInterPodAffinity is InterPodAffinity under another name.
 		for name := range enabled {
 			if strings.HasPrefix(name, "Phalanx") {
-				assert.Contains(t, []string{"PhalanxQueueSort", gang.Name}, name)
+				assert.Contains(t, []string{"PhalanxQueueSort", gang.Name, podaffinity.Name}, name)
 			}
 		}
 		assert.Equal(t, []schedconfig.Plugin{{Name: "PhalanxQueueSort"}}, profiles[0].Plugins.QueueSort.Enabled)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/pkg/groups"
 	"github.com/phalanx-sched/phalanx/pkg/placement"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
@@ -69,7 +70,9 @@ type Constraints struct {
 
 // clearable are the filters whose refusals come from other pods, which
 // preemption may evict.
-var clearable = map[string]bool{names.InterPodAffinity: true, names.NodePorts: true, names.PodTopologySpread: true}
+var clearable = map[string]bool{
+	names.InterPodAffinity: true, pluginrt.InterPodAffinityName: true, names.NodePorts: true, names.PodTopologySpread: true,
+}
 
 // NewProber probes the profile behind h, leaving out the refusals of the
 // filters the planner applies itself (node selection, taints, room).

@@ -18,6 +18,7 @@ var modelled = map[string]bool{
 	names.VolumeRestrictions: true, names.NodeVolumeLimits: true, names.VolumeBinding: true,
 	names.VolumeZone: true, names.PodTopologySpread: true, names.InterPodAffinity: true,
 	names.DynamicResources: true, pluginrt.DynamicResourcesName: true, pluginrt.TopologyName: true,
+	pluginrt.InterPodAffinityName: true,
 }
 
 // UnknownFilters names the Filter plugins the profile behind h runs outside

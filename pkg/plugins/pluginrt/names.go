@@ -12,4 +12,9 @@ const (
 	// claims of scheduling.k8s.io PodGroups reserved for the PodGroup
 	// (pkg/plugins/dra): a profile runs it instead of DynamicResources.
 	DynamicResourcesName = "PhalanxDynamicResources"
+	// InterPodAffinityName is upstream's InterPodAffinity plugin whose
+	// PreFilter skips the cluster-wide precomputation for pods with only
+	// hostname anti-affinity (pkg/plugins/podaffinity): the shipped
+	// profiles run it instead of InterPodAffinity.
+	InterPodAffinityName = "PhalanxInterPodAffinity"
 )

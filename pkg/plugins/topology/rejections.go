@@ -63,8 +63,9 @@ type nodeSeen struct {
 // joinsCannotLift are the in-tree filters whose refusal of a pod on a node
 // no pod joining that node can lift: they count what the pods there take
 // (ports, volumes, attachments, devices, a spread's skew) or read the node
-// alone. InterPodAffinity is not among them, as a pod joining can satisfy
-// a required affinity; a filter Phalanx does not know may read anything.
+// alone. InterPodAffinity (and PhalanxInterPodAffinity, the same filter)
+// is not among them, as a pod joining can satisfy a required affinity; a
+// filter Phalanx does not know may read anything.
 var joinsCannotLift = sets.New(
 	names.NodePorts, names.VolumeRestrictions, names.NodeVolumeLimits, names.DynamicResources,
 	names.PodTopologySpread, names.NodeUnschedulable, names.NodeName, names.TaintToleration,
