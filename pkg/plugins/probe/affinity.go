@@ -10,6 +10,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // Inter-pod anti-affinity answered from an index.
@@ -38,7 +40,7 @@ import (
 // affinityFilters are the names the profile's InterPodAffinity runs under:
 // upstream's, and Phalanx's (pkg/plugins/podaffinity), whose Filter gives
 // upstream's verdicts.
-var affinityFilters = map[string]bool{names.InterPodAffinity: true, "PhalanxInterPodAffinity": true}
+var affinityFilters = map[string]bool{names.InterPodAffinity: true, pluginrt.InterPodAffinityName: true}
 
 type labelPair struct{ key, value string }
 

@@ -26,6 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
+	"github.com/phalanx-sched/phalanx/pkg/plugins/podaffinity"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
@@ -171,13 +173,26 @@ func BenchmarkAntiAffinityGangProbe(b *testing.B) {
 		}
 	}
 	infos := w.infos()
-	indexed := probe.New(w.fw)
-	for _, mode := range []string{"index", "filters"} {
+	// The shipped profiles run PhalanxInterPodAffinity, whose PreFilter
+	// skips upstream's walk over the cluster for such a member.
+	phalanxFw, err := tf.NewFramework(context.Background(), []tf.RegisterPluginFunc{
+		tf.RegisterPluginAsExtensions(pluginrt.InterPodAffinityName, func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return podaffinity.New(ctx, nil, h)
+		}, "PreFilter", "Filter"),
+		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
+		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+	}, "phalanx-scheduler", frameworkruntime.WithSnapshotSharedLister(w.snapshot),
+		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(fake.NewClientset(), 0)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	probers := map[string]*probe.Prober{"index": probe.New(w.fw), "filters": w.prober, "index-phalanx-plugin": probe.New(phalanxFw)}
+	filtersPhalanx := probe.New(phalanxFw)
+	filtersPhalanx.FilterNodeByNode()
+	probers["filters-phalanx-plugin"] = filtersPhalanx
+	for _, mode := range []string{"filters", "index", "filters-phalanx-plugin", "index-phalanx-plugin"} {
 		b.Run(mode, func(b *testing.B) {
-			pr := indexed
-			if mode == "filters" {
-				pr = w.prober
-			}
+			pr := probers[mode]
 			member := gangMember("next", 0)
 			i := 0
 			for b.Loop() {

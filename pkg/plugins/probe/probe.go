@@ -47,6 +47,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/phalanx-sched/phalanx/pkg/devices"
+
+	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
 // stateKey marks a probe's CycleState.
@@ -455,7 +457,7 @@ func (p *Prober) listFilters() {
 // planner models and the probe skips; a filter outside this set may read
 // anything, so a profile running one for the pod falls back to
 // generations.
-var viewFilters = sets.New(names.InterPodAffinity, "PhalanxInterPodAffinity", names.NodeDeclaredFeatures)
+var viewFilters = sets.New(names.InterPodAffinity, pluginrt.InterPodAffinityName, names.NodeDeclaredFeatures)
 
 // judgesByView says whether every filter that will run for probe, in the
 // cycle state its PreFilter left, judges it by the nodes' views.
