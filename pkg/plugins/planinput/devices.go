@@ -6,10 +6,13 @@ import (
 	"maps"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -112,7 +115,7 @@ func (c *Constraints) deviceState(ctx context.Context, tree *groups.Tree) *devic
 		st.err = fmt.Errorf("list ResourceSlices: %w", err)
 		return st
 	}
-	allocated, err := dra.sharedManager().ResourceClaims().ListAllAllocatedDevices()
+	allocated, err := allocatedDevices(ctx, dra.sharedManager().ResourceClaims())
 	if err != nil {
 		st.err = fmt.Errorf("list allocated devices: %w", err)
 		return st
@@ -622,4 +625,35 @@ func requestClass(claim *resourceapi.ResourceClaim, ref string) string {
 		}
 	}
 	return ""
+}
+
+// trackerConflict is the text of the DRA claim tracker's error for a list
+// that raced with a claim leaving the in-flight allocations; the error
+// value is not exported.
+const trackerConflict = "conflicting concurrent modification"
+
+// allocatedDevices lists the devices allocated or being allocated, trying
+// again while the list races with an allocation, as upstream's
+// DynamicResources does (for up to 5 s): the race is expected while claims
+// are being allocated, and failing the plan on it put the whole gang into
+// error backoff (three gangs of a hundred in a 1,000-node DRA run, a second
+// or more each).
+func allocatedDevices(ctx context.Context, tracker interface {
+	ListAllAllocatedDevices() (sets.Set[structured.DeviceID], error)
+}) (sets.Set[structured.DeviceID], error) {
+	var allocated sets.Set[structured.DeviceID]
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Microsecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		a, err := tracker.ListAllAllocatedDevices()
+		if err != nil && strings.Contains(err.Error(), trackerConflict) {
+			last = err
+			return false, nil
+		}
+		allocated = a
+		return true, err
+	})
+	if err != nil && last != nil && wait.Interrupted(err) {
+		return nil, fmt.Errorf("%w, still after retrying: %w", last, err)
+	}
+	return allocated, err
 }
