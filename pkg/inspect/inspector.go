@@ -64,6 +64,10 @@ type Options struct {
 	// Limits bound the requests the Handler takes; zero fields take
 	// DefaultLimits.
 	Limits Limits
+	// Filters are the out-of-tree filter plugins the profiles may run
+	// (plugins.FilterPlugins): the probes' framework builds the profile's
+	// filters from the in-tree registry and these.
+	Filters frameworkruntime.Registry
 }
 
 // Inspector answers diagnostics questions for one scheduler.
@@ -120,7 +124,7 @@ func New(ctx context.Context, rt *pluginrt.Runtime, cfg []config.KubeSchedulerPr
 		if in.overlay != nil {
 			dra = in.overlay
 		}
-		shadow, err := newShadow(ctx, &cfg[i], real, dra, in.snap, opts.Parallelism)
+		shadow, err := newShadow(ctx, &cfg[i], real, dra, in.snap, opts.Parallelism, opts.Filters)
 		if err != nil {
 			return nil, fmt.Errorf("inspect: profile %s: %w", name, err)
 		}
@@ -143,7 +147,7 @@ func New(ctx context.Context, rt *pluginrt.Runtime, cfg []config.KubeSchedulerPr
 // newShadow builds a framework with the PreFilter and Filter plugins real
 // runs, configured alike, over snap. It never schedules: it exists so the
 // probe of the profile's filters can run outside the scheduling loop.
-func newShadow(ctx context.Context, cfg *config.KubeSchedulerProfile, real framework.Framework, dra fwk.SharedDRAManager, snap *backendcache.Snapshot, parallelism int) (framework.Framework, error) {
+func newShadow(ctx context.Context, cfg *config.KubeSchedulerProfile, real framework.Framework, dra fwk.SharedDRAManager, snap *backendcache.Snapshot, parallelism int, filters frameworkruntime.Registry) (framework.Framework, error) {
 	running := real.ListPlugins()
 	keep := func(ps []config.Plugin) []config.Plugin {
 		var out []config.Plugin
@@ -179,7 +183,11 @@ func newShadow(ctx context.Context, cfg *config.KubeSchedulerProfile, real frame
 	if parallelism > 0 {
 		opts = append(opts, frameworkruntime.WithParallelism(parallelism))
 	}
-	return frameworkruntime.NewFramework(ctx, frameworkplugins.NewInTreeRegistry(), prof, opts...)
+	registry := frameworkplugins.NewInTreeRegistry()
+	if err := registry.Merge(filters); err != nil {
+		return nil, err
+	}
+	return frameworkruntime.NewFramework(ctx, registry, prof, opts...)
 }
 
 // refresh brings the inspector's snapshot up to the scheduler's cache and

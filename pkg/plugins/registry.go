@@ -7,6 +7,7 @@ import (
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/phalanx-sched/phalanx/pkg/plugins/dra"
 	"github.com/phalanx-sched/phalanx/pkg/plugins/gang"
@@ -24,13 +25,27 @@ import (
 // factories, so the profiles share rt's cache, status writer and bind
 // slots.
 func RegistryFor(rt *pluginrt.Runtime, d *gang.Drain) []app.Option {
-	return []app.Option{
+	opts := []app.Option{
 		app.WithPlugin(queuesort.Name, queuesort.Factory(rt)),
 		app.WithPlugin(gang.Name, gang.Factory(rt, d)),
 		app.WithPlugin(topology.Name, topology.Factory(rt)),
 		app.WithPlugin(preemption.Name, preemption.Factory(rt)),
-		app.WithPlugin(dra.Name, dra.Factory(rt)),
-		app.WithPlugin(podaffinity.Name, podaffinity.New),
+	}
+	for name, factory := range FilterPlugins(rt) {
+		opts = append(opts, app.WithPlugin(name, factory))
+	}
+	return opts
+}
+
+// FilterPlugins are the plugins of RegistryFor that a profile runs in
+// place of upstream's filters. The diagnostics (pkg/inspect) build a
+// framework of the profile's filters for their probes, which must find
+// these by name too: without them a profile running one could not start
+// its diagnostics, and the scheduler did not start.
+func FilterPlugins(rt *pluginrt.Runtime) frameworkruntime.Registry {
+	return frameworkruntime.Registry{
+		dra.Name:         dra.Factory(rt),
+		podaffinity.Name: podaffinity.New,
 	}
 }
 

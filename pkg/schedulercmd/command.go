@@ -185,7 +185,7 @@ func run(cmd *cobra.Command, opts *options.Options, port int, drainTimeout time.
 	opts.ComponentGlobalsRegistry.AddMetrics()
 
 	if port > 0 && cc.SecureServing != nil {
-		in, err := newInspector(ctx, l.Plugins(), cc.ComponentConfig.Profiles, inspect.Options{Parallelism: int(cc.ComponentConfig.Parallelism), Limits: limits}, sched, cc.LeaderElection)
+		in, err := newInspector(ctx, l.Plugins(), cc.ComponentConfig.Profiles, inspect.Options{Parallelism: int(cc.ComponentConfig.Parallelism), Limits: limits, Filters: plugins.FilterPlugins(l.Plugins())}, sched, cc.LeaderElection)
 		if err != nil {
 			return err
 		}

@@ -39,7 +39,10 @@ func TestDRAPodGroupClaimBeyondReservedFor(t *testing.T) {
 	cfg, err := config.WithPodGroupClaimReservation(config.SecondScheduler)
 	require.NoError(t, err)
 	// Tiny members, many to a node: 6 nodes of 110 pods hold both gangs.
-	c := startCluster(t, sandbox.Options{Scheduler: true, ClaimController: true, SchedulerConfig: cfg,
+	// With the diagnostics on: their probes build the profile's filters,
+	// PhalanxDynamicResources among them, and a name they did not know
+	// kept the scheduler from starting.
+	c := startCluster(t, sandbox.Options{Scheduler: true, ClaimController: true, SchedulerConfig: cfg, Diagnostics: true,
 		ExtraGates: map[string]bool{"DRAWorkloadResourceClaims": true},
 		Topology:   &sandbox.Topology{Zones: 1, RacksPerZone: 1, NodesPerRack: 6, CPU: "32", Memory: "64Gi", Pods: 110}})
 	ctx, cancel := context.WithCancel(context.Background())

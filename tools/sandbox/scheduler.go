@@ -254,7 +254,7 @@ func StartSchedulerWith(ctx context.Context, configPath string, so SchedulerOpti
 // behind its authentication and authorization: the sandbox runs no other
 // endpoint there.
 func serveDiagnostics(ctx context.Context, rt *pluginrt.Runtime, cc *schedulerconfig.CompletedConfig, sched *scheduler.Scheduler) (*debugapi.Endpoint, error) {
-	in, err := inspect.New(ctx, rt, cc.ComponentConfig.Profiles, sched, inspect.Options{Identity: "sandbox", Parallelism: int(cc.ComponentConfig.Parallelism)})
+	in, err := inspect.New(ctx, rt, cc.ComponentConfig.Profiles, sched, inspect.Options{Identity: "sandbox", Parallelism: int(cc.ComponentConfig.Parallelism), Filters: plugins.FilterPlugins(rt)})
 	if err != nil {
 		return nil, err
 	}
