@@ -6,9 +6,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/phalanx-sched/phalanx/pkg/plugins/probe"
 )
 
 // Anti-affinity of running pods: the required anti-affinity terms of pods
@@ -36,7 +37,7 @@ type labelPair struct{ key, value string }
 func newExistingTerms(list []term) *existingTerms {
 	e := &existingTerms{list: list, byLabel: map[labelPair][]int32{}}
 	for i, t := range list {
-		req, ok := indexable(t.Selector)
+		req, ok := probe.IndexableRequirement(t.Selector)
 		if !ok {
 			e.unindexed = append(e.unindexed, int32(i))
 			continue
@@ -47,25 +48,6 @@ func newExistingTerms(list []term) *existingTerms {
 		}
 	}
 	return e
-}
-
-// indexable returns a requirement of sel that a pod's labels must meet
-// with one of a few values.
-func indexable(sel labels.Selector) (labels.Requirement, bool) {
-	if sel == nil {
-		return labels.Requirement{}, false
-	}
-	reqs, selectable := sel.Requirements()
-	if !selectable {
-		return labels.Requirement{}, false
-	}
-	for _, r := range reqs {
-		switch r.Operator() {
-		case selection.In, selection.Equals, selection.DoubleEquals:
-			return r, true
-		}
-	}
-	return labels.Requirement{}, false
 }
 
 func (e *existingTerms) len() int {

@@ -115,7 +115,7 @@ func readNode(name string, ni fwk.NodeInfo) indexedNode {
 	clear(seen)
 	for _, pi := range ni.GetPodsWithRequiredAntiAffinity() {
 		for _, t := range pi.GetRequiredAntiAffinityTerms() {
-			req, ok := indexable(t.Selector)
+			req, ok := IndexableRequirement(t.Selector)
 			if !ok {
 				e.anyTerm = true
 				continue
@@ -179,9 +179,11 @@ func removeFrom(m map[labelPair]map[int32]struct{}, p labelPair, i int32) {
 	}
 }
 
-// indexable returns a requirement of sel that a pod's labels must meet
-// with one of a few values.
-func indexable(sel labels.Selector) (labels.Requirement, bool) {
+// IndexableRequirement returns a requirement of sel that a pod's labels
+// must meet with one of a few values (In or equality), by which terms
+// with that selector can be indexed: a pod without one of those labels
+// cannot match. ok is false when sel has none.
+func IndexableRequirement(sel labels.Selector) (req labels.Requirement, ok bool) {
 	if sel == nil {
 		return labels.Requirement{}, false
 	}
@@ -270,7 +272,7 @@ func (x *affinityIndex) verdicts(pod *corev1.Pod, nsLabels labels.Set, infos []f
 				}
 			}
 		}
-		if req, ok := indexable(t.Selector); ok {
+		if req, ok := IndexableRequirement(t.Selector); ok {
 			for _, v := range req.Values().UnsortedList() {
 				for i := range x.withLabel[labelPair{req.Key(), v}] {
 					consider(i)
