@@ -114,13 +114,14 @@ func BenchmarkExistingAntiAffinity(b *testing.B) {
 	})
 }
 
-// heldPods counts the pods whose terms the memo holds.
+// heldPods counts the pods whose terms the memo holds: every pod of
+// antiAffineSnapshot has one term, so the count of held terms.
 func (m *TermMemo) heldPods() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
-	for _, ps := range m.nodes.Slots() {
-		n += len(ps)
+	for _, c := range m.count {
+		n += c
 	}
 	return n
 }
