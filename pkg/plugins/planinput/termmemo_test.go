@@ -114,14 +114,13 @@ func BenchmarkExistingAntiAffinity(b *testing.B) {
 	})
 }
 
-// heldPods counts the pods whose terms the memo holds: every pod of
-// antiAffineSnapshot has one term, so the count of held terms.
+// heldPods counts the pods whose terms the memo holds.
 func (m *TermMemo) heldPods() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
-	for _, c := range m.count {
-		n += c
+	for _, ps := range m.nodes.Slots() {
+		n += len(ps)
 	}
 	return n
 }

@@ -42,3 +42,6 @@ func (s *NodeSlots[T]) Sync(infos []fwk.NodeInfo, gone func(i int, old T), chang
 		s.names[i], s.gens[i] = name, ni.GetGeneration()
 	}
 }
+
+// Slots are the slots, by position in the list of the last Sync.
+func (s *NodeSlots[T]) Slots() []T { return s.slots }
