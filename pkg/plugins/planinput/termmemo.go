@@ -99,8 +99,11 @@ func existingAntiAffinity(infos []fwk.NodeInfo, memo *TermMemo) *existingTerms {
 // concurrent use; a nil memo reads everything every time.
 type TermMemo struct {
 	mu sync.Mutex
-	// nodes are the anti-affine pods of each node of the snapshot's list.
-	nodes probe.NodeSlots[[]memoPod]
+	// names, gens and pods are per position of the snapshot's node list,
+	// which keeps its order while no node is added or removed.
+	names []string
+	gens  []int64
+	pods  [][]memoPod
 	// count is how many running pods' terms have each ID; order the IDs
 	// in the order they were first seen, with those no longer counted
 	// among them until the next compaction; first a term of each ID.
@@ -123,20 +126,32 @@ func (m *TermMemo) terms(infos []fwk.NodeInfo) *existingTerms {
 		m.count, m.first = map[string]int{}, map[string]term{}
 	}
 	changed := false
-	m.nodes.Sync(infos,
-		func(_ int, old []memoPod) { changed = m.remove(old) || changed },
-		func(_ int, ni fwk.NodeInfo, old []memoPod, same bool) []memoPod {
-			var before []memoPod
-			if same {
-				before = old
-			}
-			// Counted before the old pods are uncounted, so a term the
-			// node keeps never reaches zero on the way.
-			next := read(ni, before)
-			changed = m.add(next) || changed
-			changed = m.remove(old) || changed
-			return next
-		})
+	for i := len(infos); i < len(m.names); i++ {
+		changed = m.remove(m.pods[i]) || changed
+	}
+	if len(m.names) > len(infos) {
+		m.names, m.gens, m.pods = m.names[:len(infos)], m.gens[:len(infos)], m.pods[:len(infos)]
+	}
+	for len(m.names) < len(infos) {
+		m.names, m.gens, m.pods = append(m.names, ""), append(m.gens, -1), append(m.pods, nil)
+	}
+	for i, ni := range infos {
+		name := ""
+		if n := ni.Node(); n != nil {
+			name = n.Name
+		}
+		if m.names[i] == name && m.gens[i] == ni.GetGeneration() {
+			continue
+		}
+		var before []memoPod
+		if m.names[i] == name {
+			before = m.pods[i]
+		}
+		next := read(ni, before)
+		changed = m.remove(m.pods[i]) || changed
+		changed = m.add(next) || changed
+		m.names[i], m.gens[i], m.pods[i] = name, ni.GetGeneration(), next
+	}
 	if changed || m.current == nil {
 		m.current = newExistingTerms(m.distinct())
 	}

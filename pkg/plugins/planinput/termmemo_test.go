@@ -119,7 +119,7 @@ func (m *TermMemo) heldPods() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
-	for _, ps := range m.nodes.Slots() {
+	for _, ps := range m.pods {
 		n += len(ps)
 	}
 	return n

@@ -48,7 +48,7 @@ type labelPair struct{ key, value string }
 // node list.
 type affinityIndex struct {
 	mu    sync.Mutex
-	nodes NodeSlots[indexedNode]
+	nodes []indexedNode
 	// withLabel holds, per label, the positions of the nodes with a pod
 	// that carries it; withTerm, per label, those of the nodes with a
 	// pod whose required anti-affinity term requires it (an In or equality
@@ -61,6 +61,8 @@ type affinityIndex struct {
 }
 
 type indexedNode struct {
+	name       string
+	gen        int64
 	labelPairs []labelPair
 	termPairs  []labelPair
 	anyTerm    bool
@@ -74,18 +76,31 @@ func (x *affinityIndex) update(infos []fwk.NodeInfo) {
 		x.withLabel, x.withTerm = map[labelPair]map[int32]struct{}{}, map[labelPair]map[int32]struct{}{}
 		x.anyTerm, x.populated = map[int32]struct{}{}, map[int32]struct{}{}
 	}
-	x.nodes.Sync(infos,
-		func(i int, old indexedNode) { x.unindex(int32(i), old) },
-		func(i int, ni fwk.NodeInfo, old indexedNode, _ bool) indexedNode {
-			x.unindex(int32(i), old)
-			e := readNode(ni)
-			x.index(int32(i), e)
-			return e
-		})
+	for i := len(infos); i < len(x.nodes); i++ {
+		x.unindex(int32(i))
+	}
+	if len(x.nodes) > len(infos) {
+		x.nodes = x.nodes[:len(infos)]
+	}
+	for len(x.nodes) < len(infos) {
+		x.nodes = append(x.nodes, indexedNode{gen: -1})
+	}
+	for i, ni := range infos {
+		name := ""
+		if n := ni.Node(); n != nil {
+			name = n.Name
+		}
+		if x.nodes[i].name == name && x.nodes[i].gen == ni.GetGeneration() {
+			continue
+		}
+		x.unindex(int32(i))
+		x.nodes[i] = readNode(name, ni)
+		x.index(int32(i))
+	}
 }
 
-func readNode(ni fwk.NodeInfo) indexedNode {
-	var e indexedNode
+func readNode(name string, ni fwk.NodeInfo) indexedNode {
+	e := indexedNode{name: name, gen: ni.GetGeneration()}
 	seen := map[labelPair]bool{}
 	for _, pi := range ni.GetPods() {
 		e.populated = true
@@ -117,7 +132,8 @@ func readNode(ni fwk.NodeInfo) indexedNode {
 	return e
 }
 
-func (x *affinityIndex) index(i int32, e indexedNode) {
+func (x *affinityIndex) index(i int32) {
+	e := x.nodes[i]
 	for _, p := range e.labelPairs {
 		addTo(x.withLabel, p, i)
 	}
@@ -132,7 +148,8 @@ func (x *affinityIndex) index(i int32, e indexedNode) {
 	}
 }
 
-func (x *affinityIndex) unindex(i int32, e indexedNode) {
+func (x *affinityIndex) unindex(i int32) {
+	e := x.nodes[i]
 	for _, p := range e.labelPairs {
 		removeFrom(x.withLabel, p, i)
 	}
@@ -141,6 +158,7 @@ func (x *affinityIndex) unindex(i int32, e indexedNode) {
 	}
 	delete(x.anyTerm, i)
 	delete(x.populated, i)
+	x.nodes[i] = indexedNode{gen: -1}
 }
 
 func addTo(m map[labelPair]map[int32]struct{}, p labelPair, i int32) {
