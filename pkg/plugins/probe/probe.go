@@ -47,6 +47,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/phalanx-sched/phalanx/pkg/devices"
+
 	"github.com/phalanx-sched/phalanx/pkg/plugins/pluginrt"
 )
 
@@ -232,7 +233,8 @@ type Prober struct {
 	order *nodeOrder
 
 	// filters are the profile's Filter plugins, listed at the first probe
-	// (filtersLeft); listed is false for a handle that cannot list them.
+	// (the framework has no plugin list while it builds its plugins);
+	// listed is false for a handle that cannot list them.
 	filtersOnce sync.Once
 	filters     []string
 	listed      bool
@@ -399,11 +401,24 @@ func (p *Prober) fromIndex(ctx context.Context, state fwk.CycleState, probe *cor
 	if p.noIndex || !answerable(probe) {
 		return nil, nil
 	}
-	left, ok := p.filtersLeft(state)
-	if !ok || len(left) != 1 || !affinityFilters[left[0]] || p.handle.SharedInformerFactory() == nil {
+	p.listFilters()
+	if !p.listed {
 		return nil, nil
 	}
-	plugin := left[0]
+	skipped := state.GetSkipFilterPlugins()
+	plugin := ""
+	for _, f := range p.filters {
+		if skipped.Has(f) {
+			continue
+		}
+		if !affinityFilters[f] || plugin != "" {
+			return nil, nil
+		}
+		plugin = f
+	}
+	if plugin == "" || p.handle.SharedInformerFactory() == nil {
+		return nil, nil
+	}
 	nsLabels := interpodaffinity.GetNamespaceLabelsSnapshot(klog.FromContext(ctx), probe.Namespace, p.handle.SharedInformerFactory().Core().V1().Namespaces().Lister())
 	p.affinity.mu.Lock()
 	defer p.affinity.mu.Unlock()
@@ -415,11 +430,9 @@ func (p *Prober) fromIndex(ctx context.Context, state fwk.CycleState, probe *cor
 	return v, nil
 }
 
-// filtersLeft names the profile's Filter plugins that will run in the
-// cycle state a probe's PreFilter left; ok is false when the handle
-// cannot list them. The list is made once, at the first probe: the
-// framework has no plugin list while it builds its plugins.
-func (p *Prober) filtersLeft(state fwk.CycleState) (left []string, ok bool) {
+// listFilters lists the profile's Filter plugins once, at the first probe:
+// the framework has no plugin list while it builds its plugins.
+func (p *Prober) listFilters() {
 	p.filtersOnce.Do(func() {
 		lister, ok := p.handle.(interface{ ListPlugins() *config.Plugins })
 		if !ok {
@@ -434,16 +447,6 @@ func (p *Prober) filtersLeft(state fwk.CycleState) (left []string, ok bool) {
 			p.filters = append(p.filters, f.Name)
 		}
 	})
-	if !p.listed {
-		return nil, false
-	}
-	skipped := state.GetSkipFilterPlugins()
-	for _, f := range p.filters {
-		if !skipped.Has(f) {
-			left = append(left, f)
-		}
-	}
-	return left, true
 }
 
 // viewFilters are the filters that judge a pod carrying no pod affinity or
@@ -459,8 +462,17 @@ var viewFilters = sets.New(names.InterPodAffinity, pluginrt.InterPodAffinityName
 // judgesByView says whether every filter that will run for probe, in the
 // cycle state its PreFilter left, judges it by the nodes' views.
 func (p *Prober) judgesByView(state fwk.CycleState, probe *corev1.Pod) bool {
-	left, ok := p.filtersLeft(state)
-	return ok && !hasRequiredPodTerms(probe) && viewFilters.HasAll(left...)
+	p.listFilters()
+	if !p.listed || hasRequiredPodTerms(probe) {
+		return false
+	}
+	skipped := state.GetSkipFilterPlugins()
+	for _, f := range p.filters {
+		if !skipped.Has(f) && !viewFilters.Has(f) {
+			return false
+		}
+	}
+	return true
 }
 
 func hasRequiredPodTerms(pod *corev1.Pod) bool {
